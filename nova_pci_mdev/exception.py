@@ -1,0 +1,144 @@
+"""The one exception hierarchy of nova-pci-mdev.
+
+Invariant: every error this library raises on purpose is a
+:class:`NovaPciMdevException`. Each subclass carries a ``msg_fmt`` whose
+placeholders name the object and the value at fault, so that the message
+alone tells an operator what to fix. Subclasses of :class:`Invalid` mean
+"bad input or configuration" (the CLI exits 2); subclasses of
+:class:`RequestNotSatisfiable` mean "valid request, no room" (the CLI
+exits 1).
+"""
+
+
+class NovaPciMdevException(Exception):
+    """Base class: formats ``msg_fmt`` with the keyword arguments."""
+
+    msg_fmt = 'An unknown error occurred.'
+
+    def __init__(self, message=None, **kwargs):
+        self.kwargs = kwargs
+        if message is None:
+            try:
+                message = self.msg_fmt % kwargs
+            except (KeyError, TypeError, ValueError) as exc:
+                # A missing keyword is a programming error; keep the
+                # template and the arguments so that nothing is hidden.
+                message = '%s (formatting failed: %r, args %r)' % (
+                    self.msg_fmt, exc, kwargs)
+        self.message = message
+        super().__init__(message)
+
+    def __str__(self):
+        return self.message
+
+
+# -- bad input -------------------------------------------------------------
+
+class Invalid(NovaPciMdevException):
+    msg_fmt = 'Invalid input: %(reason)s'
+
+
+class InvalidValue(Invalid):
+    """A field of an object got a value that breaks the field's rule."""
+
+    msg_fmt = 'Invalid %(field)s %(value)r: %(rule)s'
+
+
+class InvalidPciAddress(InvalidValue):
+    msg_fmt = ('Invalid device address %(value)r: %(rule)s')
+
+
+class ConfigError(Invalid):
+    """One problem in the configuration, naming option, value and rule."""
+
+    msg_fmt = '[%(group)s] %(option)s = %(value)s: %(rule)s'
+
+
+class ConfigErrors(Invalid):
+    """Every problem found in one validation run (``errors`` keeps them)."""
+
+    def __init__(self, errors):
+        self.errors = list(errors)
+        super().__init__(
+            message='%d configuration problem(s):\n%s' % (
+                len(self.errors), '\n'.join(str(e) for e in self.errors)))
+
+
+class InvalidAlias(Invalid):
+    msg_fmt = 'Invalid PCI alias %(alias)r: %(reason)s'
+
+
+class InvalidExtraSpec(Invalid):
+    msg_fmt = 'Invalid flavor extra spec %(key)s=%(value)r: %(reason)s'
+
+
+class UnsafePathComponent(Invalid):
+    msg_fmt = ('%(what)s %(value)r cannot be used in a filesystem path: '
+               '%(rule)s')
+
+
+class ObjectActionError(NovaPciMdevException):
+    msg_fmt = 'Object action %(action)s failed: %(reason)s'
+
+
+# -- device state machine --------------------------------------------------
+
+class PciDeviceInvalidStatus(NovaPciMdevException):
+    msg_fmt = ('PCI device %(address)s is %(status)s, expected one of '
+               '%(hopestatus)s')
+
+    def __init__(self, message=None, **kwargs):
+        hope = kwargs.get('hopestatus')
+        if isinstance(hope, (list, tuple, set, frozenset)):
+            kwargs['hopestatus'] = ', '.join(sorted(hope))
+        super().__init__(message, **kwargs)
+
+
+class PciDeviceInvalidOwner(NovaPciMdevException):
+    msg_fmt = ('PCI device %(address)s is owned by %(owner)s instead of '
+               '%(hopeowner)s')
+
+
+class PciDeviceChildrenBusy(NovaPciMdevException):
+    msg_fmt = ('Parent device %(address)s cannot be used whole: children '
+               '%(children)s are not free')
+
+
+class PciDeviceParentBusy(NovaPciMdevException):
+    msg_fmt = ('Device %(address)s cannot be used: its parent '
+               '%(parent_addr)s is %(status)s, expected one of '
+               '%(hopestatus)s')
+
+    def __init__(self, message=None, **kwargs):
+        hope = kwargs.get('hopestatus')
+        if isinstance(hope, (list, tuple, set, frozenset)):
+            kwargs['hopestatus'] = ', '.join(sorted(hope))
+        super().__init__(message, **kwargs)
+
+
+class PciDeviceNotFound(NovaPciMdevException):
+    msg_fmt = 'PCI device %(address)s not found'
+
+
+# -- requests that do not fit ----------------------------------------------
+
+class RequestNotSatisfiable(NovaPciMdevException):
+    msg_fmt = 'Request cannot be satisfied: %(reason)s'
+
+
+class PciDeviceRequestFailed(RequestNotSatisfiable):
+    msg_fmt = 'PCI device request failed: %(reason)s'
+
+
+# -- host side and persistence ---------------------------------------------
+
+class HypervisorError(NovaPciMdevException):
+    msg_fmt = 'Hypervisor error on %(device)s: %(reason)s'
+
+
+class MdevError(NovaPciMdevException):
+    msg_fmt = 'Mediated device %(uuid)s on parent %(parent)s: %(reason)s'
+
+
+class StoreError(NovaPciMdevException):
+    msg_fmt = 'State store %(path)s: %(reason)s'

@@ -1,0 +1,81 @@
+"""Object base classes and registry of nova-pci-mdev.
+
+Our objects live in their own registry and namespace (``nova_pci_mdev``) so
+that importing this library never touches Nova's registry. They continue
+Nova's version history (``PciDevice`` 1.8 follows Nova's 1.7), so a primitive
+can travel both ways: :meth:`NovaPciMdevObject.obj_from_primitive` accepts
+Nova's ``nova`` namespace too, and :func:`obj_to_nova_primitive` emits it.
+"""
+
+from oslo_utils import versionutils
+from oslo_versionedobjects import base as ovo_base
+from oslo_versionedobjects import fields as ovo_fields
+
+from nova_pci_mdev import exception
+
+NAMESPACE = 'nova_pci_mdev'
+NOVA_NAMESPACE = 'nova'
+
+
+class NovaPciMdevObjectRegistry(ovo_base.VersionedObjectRegistry):
+    """Keeps ``nova_pci_mdev.objects.<Name>`` at the newest registered class."""
+
+    def registration_hook(self, cls, index):
+        from nova_pci_mdev import objects
+        current = getattr(objects, cls.obj_name(), None)
+        if current is None or (
+                versionutils.convert_version_to_tuple(cls.VERSION) >=
+                versionutils.convert_version_to_tuple(current.VERSION)):
+            setattr(objects, cls.obj_name(), cls)
+
+
+class NovaPciMdevObject(ovo_base.VersionedObject):
+    OBJ_SERIAL_NAMESPACE = 'nova_object'
+    OBJ_PROJECT_NAMESPACE = NAMESPACE
+
+    @classmethod
+    def obj_from_primitive(cls, primitive, context=None):
+        key = cls._obj_primitive_key('namespace')
+        if primitive.get(key) == NOVA_NAMESPACE:
+            primitive = dict(primitive, **{key: NAMESPACE})
+        return super().obj_from_primitive(primitive, context)
+
+
+class PersistentMixin(object):
+    """The bookkeeping fields every persisted Nova object carries."""
+
+    fields = {
+        'created_at': ovo_fields.DateTimeField(nullable=True),
+        'updated_at': ovo_fields.DateTimeField(nullable=True),
+        'deleted_at': ovo_fields.DateTimeField(nullable=True),
+        'deleted': ovo_fields.BooleanField(default=False),
+    }
+
+
+class ObjectListBase(ovo_base.ObjectListBase):
+    pass
+
+
+def obj_to_nova_primitive(obj, target_version=None):
+    """Serialise ``obj`` (and nested objects) in Nova's namespace."""
+    def rename(value):
+        if isinstance(value, dict):
+            out = {k: rename(v) for k, v in value.items()}
+            key = obj._obj_primitive_key('namespace')
+            if out.get(key) == NAMESPACE:
+                out[key] = NOVA_NAMESPACE
+            return out
+        if isinstance(value, list):
+            return [rename(v) for v in value]
+        return value
+    return rename(obj.obj_to_primitive(target_version=target_version))
+
+
+def raise_on_too_new_values(version, primitive, field, new_values):
+    """Refuse to backport a value that ``version`` cannot represent."""
+    value = primitive.get(field)
+    if value in new_values:
+        raise exception.ObjectActionError(
+            action='obj_make_compatible',
+            reason='%s=%s cannot be represented in version %s' % (
+                field, value, version))

@@ -1,0 +1,148 @@
+"""Field types of nova-pci-mdev objects.
+
+Invariant: an enum field holds only the values listed in its ``ALL``; an
+address field holds only what :func:`nova_pci_mdev.names.normalize_address`
+returns; an mdev type field holds only safe type names. A bad value raises
+:class:`~nova_pci_mdev.exception.InvalidValue` (a ``ValueError`` is what
+oslo.versionedobjects expects from ``coerce``, so our errors subclass both).
+"""
+
+from oslo_versionedobjects import fields
+
+from nova_pci_mdev import exception
+from nova_pci_mdev import names
+
+# Re-export the generic field classes our objects use, so object modules
+# import one ``fields`` module.
+BooleanField = fields.BooleanField
+DateTimeField = fields.DateTimeField
+DictOfNullableStringsField = fields.DictOfNullableStringsField
+DictOfStringsField = fields.DictOfStringsField
+IntegerField = fields.IntegerField
+ListOfDictOfNullableStringsField = fields.ListOfDictOfNullableStringsField
+ListOfObjectsField = fields.ListOfObjectsField
+ObjectField = fields.ObjectField
+StringField = fields.StringField
+UUIDField = fields.UUIDField
+
+
+class InvalidFieldValue(exception.InvalidValue, ValueError):
+    """Raised from ``coerce``: a project error that o.vo also understands."""
+
+
+class BaseEnum(object):
+    ALL = ()
+
+    def __init__(self):
+        raise TypeError('%s is a namespace of constants' % type(self))
+
+
+class PciDeviceStatus(BaseEnum):
+    AVAILABLE = 'available'
+    CLAIMED = 'claimed'
+    ALLOCATED = 'allocated'
+    REMOVED = 'removed'          # gone from the host, not yet deleted
+    DELETED = 'deleted'          # deleted from the store
+    UNCLAIMABLE = 'unclaimable'  # a relative is claimed
+    UNAVAILABLE = 'unavailable'  # a relative is allocated
+
+    ALL = (AVAILABLE, CLAIMED, ALLOCATED, REMOVED, DELETED, UNCLAIMABLE,
+           UNAVAILABLE)
+
+
+class PciDeviceType(BaseEnum):
+    """Device types; every value fits Nova's ``String(8)`` column."""
+
+    STANDARD = 'type-PCI'
+    SRIOV_PF = 'type-PF'
+    SRIOV_VF = 'type-VF'
+    VDPA = 'vdpa'
+    MDEV_PF = 'mdev-pf'
+    MDEV_VF = 'mdev-vf'
+
+    ALL = (STANDARD, SRIOV_PF, SRIOV_VF, VDPA, MDEV_PF, MDEV_VF)
+    #: Types that Nova 34.0.0 (PciDevice 1.7) does not know.
+    MDEV_TYPES = (MDEV_PF, MDEV_VF)
+    #: Types that can have children, and the child types of each.
+    PARENT_TYPES = (SRIOV_PF, MDEV_PF)
+    CHILD_TYPES = (SRIOV_VF, VDPA, MDEV_VF)
+
+
+class PCINUMAAffinityPolicy(BaseEnum):
+    REQUIRED = 'required'
+    LEGACY = 'legacy'
+    PREFERRED = 'preferred'
+    SOCKET = 'socket'
+
+    ALL = (REQUIRED, LEGACY, PREFERRED, SOCKET)
+
+
+class _Enum(fields.FieldType):
+    """Enum whose error names the field, the value and the valid values."""
+
+    def __init__(self, valid_values, what):
+        self._valid_values = tuple(valid_values)
+        self._what = what
+        super().__init__()
+
+    def coerce(self, obj, attr, value):
+        if not isinstance(value, str) or value not in self._valid_values:
+            raise InvalidFieldValue(
+                field=attr, value=value,
+                rule='%s must be one of %s' % (
+                    self._what, ', '.join(self._valid_values)))
+        return value
+
+    def stringify(self, value):
+        return "'%s'" % value
+
+    def get_schema(self):
+        return {'type': ['string'], 'enum': list(self._valid_values)}
+
+
+class PciDeviceStatusField(fields.AutoTypedField):
+    AUTO_TYPE = _Enum(PciDeviceStatus.ALL, 'a PCI device status')
+
+
+class PciDeviceTypeField(fields.AutoTypedField):
+    AUTO_TYPE = _Enum(PciDeviceType.ALL, 'a PCI device type')
+
+
+class PCINUMAAffinityPolicyField(fields.AutoTypedField):
+    AUTO_TYPE = _Enum(PCINUMAAffinityPolicy.ALL, 'a PCI NUMA affinity policy')
+
+
+class PciAddress(fields.FieldType):
+    """A PCI address, an mdev UUID or a virtual parent name (normalised)."""
+
+    def coerce(self, obj, attr, value):
+        try:
+            return names.normalize_address(value)
+        except exception.Invalid:
+            raise InvalidFieldValue(field=attr, value=value,
+                                    rule=names.ADDRESS_RULE)
+
+    def get_schema(self):
+        return {'type': ['string'], 'maxLength': names.MAX_ADDRESS_LEN}
+
+
+class PciAddressField(fields.AutoTypedField):
+    AUTO_TYPE = PciAddress()
+
+
+class MdevType(fields.FieldType):
+    """An mdev type name, safe to use as a sysfs path component."""
+
+    def coerce(self, obj, attr, value):
+        try:
+            return names.validate_mdev_type(value)
+        except exception.Invalid:
+            raise InvalidFieldValue(field=attr, value=value,
+                                    rule=names.MDEV_TYPE_RULE)
+
+    def get_schema(self):
+        return {'type': ['string'], 'maxLength': names.MAX_MDEV_TYPE_LEN}
+
+
+class MdevTypeField(fields.AutoTypedField):
+    AUTO_TYPE = MdevType()

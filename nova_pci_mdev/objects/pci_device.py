@@ -1,0 +1,317 @@
+"""PciDevice: one assignable device of a compute host, and its state machine.
+
+A device is a PCI function (``type-PCI``, ``type-PF``, ``type-VF``,
+``vdpa``), an mdev-capable parent (``mdev-pf``) or one mdev slot
+(``mdev-vf``, its ``address`` is the mdev UUID).
+
+Status invariants (the tracker relies on them):
+
+* ``available``: free, no owner.
+* ``claimed`` / ``allocated``: owned by ``instance_uuid``.
+* ``unclaimable``: free itself, but a relative is claimed; it returns to
+  ``available`` when the relative is freed.
+* ``unavailable``: free itself, but a relative is allocated.
+* ``removed``: gone from the host while free; ``deleted`` once forgotten.
+
+Parent/child rules, identical for PF/VF and for mdev parent/slot: a parent
+may be used whole only while every present child is ``available``; using
+it whole makes its children ``unclaimable`` (claim) or ``unavailable``
+(allocate). Using a child makes the parent ``unclaimable``/``unavailable``;
+freeing the last busy child makes the parent ``available`` again.
+
+``parent_device`` and ``child_devices`` are not fields: the tracker links
+them after loading, in one pass over its devices.
+"""
+
+import uuid as uuid_lib
+
+from oslo_serialization import jsonutils
+from oslo_utils import versionutils
+
+from nova_pci_mdev import exception
+from nova_pci_mdev.objects import base
+from nova_pci_mdev.objects import fields
+
+Status = fields.PciDeviceStatus
+DevType = fields.PciDeviceType
+
+#: Relatives in these statuses are gone from the host and ignored.
+_GONE = (Status.REMOVED, Status.DELETED)
+#: A parent in one of these may have a child used.
+_PARENT_OK = (Status.AVAILABLE, Status.UNCLAIMABLE, Status.UNAVAILABLE)
+#: Fields a device record from the hypervisor may not overwrite.
+_STATEFUL = frozenset(('status', 'instance_uuid', 'request_id', 'id',
+                       'uuid', 'extra_info'))
+
+
+@base.NovaPciMdevObjectRegistry.register
+class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
+    """A device of a compute host, with Nova's fields plus ``mdev_type``."""
+
+    # Version 1.0: Initial version
+    # Version 1.1: String attributes updated to support unicode
+    # Version 1.2: added request_id field
+    # Version 1.3: Added field to represent PCI device NUMA node
+    # Version 1.4: Added parent_addr field
+    # Version 1.5: Added 2 new device statuses: UNCLAIMABLE and UNAVAILABLE
+    # Version 1.6: Added uuid field
+    # Version 1.7: Added 'vdpa' to 'dev_type' field
+    # Version 1.8: Added mdev_type field, 'mdev-pf' and 'mdev-vf' dev_types,
+    #              address and parent_addr accept mdev UUIDs and virtual
+    #              parent names
+    VERSION = '1.8'
+
+    fields = {
+        'id': fields.IntegerField(),
+        'uuid': fields.UUIDField(),
+        'compute_node_id': fields.IntegerField(nullable=True),
+        'address': fields.PciAddressField(),
+        'vendor_id': fields.StringField(),
+        'product_id': fields.StringField(),
+        'dev_type': fields.PciDeviceTypeField(),
+        'status': fields.PciDeviceStatusField(),
+        'dev_id': fields.StringField(nullable=True),
+        'label': fields.StringField(nullable=True),
+        'instance_uuid': fields.StringField(nullable=True),
+        'request_id': fields.StringField(nullable=True),
+        'extra_info': fields.DictOfStringsField(default={}),
+        'numa_node': fields.IntegerField(nullable=True),
+        'parent_addr': fields.PciAddressField(nullable=True),
+        'mdev_type': fields.MdevTypeField(nullable=True),
+    }
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.parent_device = None
+        self.child_devices = []
+
+    def __repr__(self):
+        return 'PciDevice(address=%s, dev_type=%s, status=%s)' % (
+            self.address if 'address' in self else None,
+            self.dev_type if 'dev_type' in self else None,
+            self.status if 'status' in self else None)
+
+    def obj_load_attr(self, attrname):
+        if attrname == 'extra_info':
+            self.obj_set_defaults(attrname)
+            return
+        if attrname in ('mdev_type', 'parent_addr', 'numa_node', 'label',
+                        'dev_id', 'instance_uuid', 'request_id',
+                        'compute_node_id'):
+            setattr(self, attrname, None)
+            return
+        super().obj_load_attr(attrname)
+
+    def obj_make_compatible(self, primitive, target_version):
+        super().obj_make_compatible(primitive, target_version)
+        target = versionutils.convert_version_to_tuple(target_version)
+        if target < (1, 8):
+            base.raise_on_too_new_values(
+                target_version, primitive, 'dev_type', DevType.MDEV_TYPES)
+            primitive.pop('mdev_type', None)
+        if target < (1, 7):
+            base.raise_on_too_new_values(
+                target_version, primitive, 'dev_type', (DevType.VDPA,))
+        if target < (1, 6):
+            primitive.pop('uuid', None)
+        if target < (1, 5):
+            base.raise_on_too_new_values(
+                target_version, primitive, 'status',
+                (Status.UNCLAIMABLE, Status.UNAVAILABLE))
+        if target < (1, 4) and 'parent_addr' in primitive:
+            parent_addr = primitive.pop('parent_addr')
+            if parent_addr is not None:
+                extra = dict(primitive.get('extra_info') or {})
+                extra['phys_function'] = parent_addr
+                primitive['extra_info'] = extra
+        if target < (1, 3):
+            primitive.pop('numa_node', None)
+        if target < (1, 2):
+            primitive.pop('request_id', None)
+
+    # -- construction from hypervisor records -----------------------------
+
+    @classmethod
+    def create(cls, record):
+        """A new ``available`` device from a device record (a dict)."""
+        dev = cls(extra_info={}, status=Status.AVAILABLE,
+                  uuid=str(uuid_lib.uuid4()), instance_uuid=None,
+                  request_id=None)
+        dev.update_device(record)
+        return dev
+
+    def update_device(self, record):
+        """Apply a hypervisor record; return True if a field changed.
+
+        Status, owner and identity are never taken from a record. Keys that
+        are not fields go to ``extra_info`` (strings as they are, other
+        values as JSON).
+        """
+        changed = False
+        extra = dict(self.extra_info) if 'extra_info' in self else {}
+        for key, value in record.items():
+            if key in _STATEFUL:
+                continue
+            if key in self.fields:
+                if key not in self or getattr(self, key) != value:
+                    setattr(self, key, value)
+                    changed = True
+            else:
+                text = value if isinstance(value, str) else (
+                    jsonutils.dumps(value))
+                if extra.get(key) != text:
+                    extra[key] = text
+                    changed = True
+        for key in ('mdev_type', 'parent_addr', 'numa_node'):
+            if key not in record and key not in self:
+                setattr(self, key, None)
+        extra_in_record = record.get('extra_info')
+        if extra_in_record:
+            for key, value in extra_in_record.items():
+                if extra.get(key) != value:
+                    extra[key] = value
+                    changed = True
+        if 'extra_info' not in self or extra != self.extra_info:
+            self.extra_info = extra
+        return changed
+
+    # -- state machine -----------------------------------------------------
+
+    @property
+    def is_parent(self):
+        return self.dev_type in DevType.PARENT_TYPES
+
+    @property
+    def is_child(self):
+        return self.dev_type in DevType.CHILD_TYPES
+
+    def is_available(self):
+        return self.status == Status.AVAILABLE
+
+    def _present_children(self):
+        return [c for c in self.child_devices if c.status not in _GONE]
+
+    def _expect(self, statuses):
+        if self.status not in statuses:
+            raise exception.PciDeviceInvalidStatus(
+                address=self.address, status=self.status,
+                hopestatus=statuses)
+
+    def _check_owner(self, instance_uuid):
+        if instance_uuid is not None and self.instance_uuid != instance_uuid:
+            raise exception.PciDeviceInvalidOwner(
+                address=self.address, owner=self.instance_uuid,
+                hopeowner=instance_uuid)
+
+    def _check_children_free(self, tolerated=()):
+        busy = [c for c in self._present_children()
+                if c.status != Status.AVAILABLE and c.status not in tolerated]
+        if busy:
+            raise exception.PciDeviceChildrenBusy(
+                address=self.address,
+                children=', '.join('%s (%s)' % (c.address, c.status)
+                                   for c in busy))
+
+    def _check_parent_usable(self):
+        parent = self.parent_device
+        if parent is not None and parent.status not in _PARENT_OK:
+            raise exception.PciDeviceParentBusy(
+                address=self.address, parent_addr=parent.address,
+                status=parent.status, hopestatus=_PARENT_OK)
+
+    def claim(self, instance_uuid):
+        """``available`` -> ``claimed`` for ``instance_uuid``."""
+        self._expect((Status.AVAILABLE,))
+        if self.is_parent:
+            self._check_children_free()
+            for child in self._present_children():
+                child.status = Status.UNCLAIMABLE
+        elif self.is_child:
+            self._check_parent_usable()
+            parent = self.parent_device
+            if parent is not None and parent.status == Status.AVAILABLE:
+                parent.status = Status.UNCLAIMABLE
+        self.status = Status.CLAIMED
+        self.instance_uuid = instance_uuid
+
+    def allocate(self, instance_uuid):
+        """``available``/``claimed`` (by the same owner) -> ``allocated``."""
+        self._expect((Status.AVAILABLE, Status.CLAIMED))
+        if self.status == Status.CLAIMED:
+            self._check_owner(instance_uuid)
+        if self.is_parent:
+            self._check_children_free(tolerated=(Status.UNCLAIMABLE,))
+            for child in self._present_children():
+                child.status = Status.UNAVAILABLE
+        elif self.is_child:
+            self._check_parent_usable()
+            if self.parent_device is not None:
+                self.parent_device.status = Status.UNAVAILABLE
+        self.status = Status.ALLOCATED
+        self.instance_uuid = instance_uuid
+
+    def free(self, instance_uuid=None):
+        """``claimed``/``allocated`` -> ``available``.
+
+        Returns every device that became available: this one and, for a
+        parent, its children; for a child, its parent once no sibling is
+        still in use.
+        """
+        self._expect((Status.CLAIMED, Status.ALLOCATED))
+        self._check_owner(instance_uuid)
+        freed = [self]
+        self.status = Status.AVAILABLE
+        self.instance_uuid = None
+        self.request_id = None
+        if self.is_parent:
+            for child in self._present_children():
+                child.status = Status.AVAILABLE
+                freed.append(child)
+        elif self.is_child and self.parent_device is not None:
+            parent = self.parent_device
+            if (parent.status in (Status.UNCLAIMABLE, Status.UNAVAILABLE)
+                    and all(c.status == Status.AVAILABLE
+                            for c in parent._present_children())):
+                parent.status = Status.AVAILABLE
+                freed.append(parent)
+            elif parent.status == Status.UNAVAILABLE and not any(
+                    c.status == Status.ALLOCATED
+                    for c in parent._present_children()):
+                # Only claims remain on the siblings.
+                parent.status = Status.UNCLAIMABLE
+        return freed
+
+    def remove(self):
+        """A free device vanished from the host: -> ``removed``."""
+        self._expect((Status.AVAILABLE, Status.UNCLAIMABLE,
+                      Status.UNAVAILABLE))
+        if self.instance_uuid is not None:
+            raise exception.PciDeviceInvalidOwner(
+                address=self.address, owner=self.instance_uuid,
+                hopeowner=None)
+        self.status = Status.REMOVED
+        self.instance_uuid = None
+        self.request_id = None
+
+    def mark_deleted(self):
+        """A removed device was forgotten by the store: -> ``deleted``."""
+        self._expect((Status.REMOVED,))
+        self.status = Status.DELETED
+
+
+@base.NovaPciMdevObjectRegistry.register
+class PciDeviceList(base.ObjectListBase, base.NovaPciMdevObject):
+    # Version 1.3: Nova 34.0.0 (PciDevice 1.7)
+    # Version 1.4: PciDevice version 1.8
+    VERSION = '1.4'
+
+    fields = {
+        'objects': fields.ListOfObjectsField('PciDevice'),
+    }
+    child_versions = {'1.3': '1.7', '1.4': '1.8'}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if 'objects' not in kwargs:
+            self.objects = []
+            self.obj_reset_changes()
