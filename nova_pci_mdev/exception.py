@@ -142,3 +142,18 @@ class MdevError(NovaPciMdevException):
 
 class StoreError(NovaPciMdevException):
     msg_fmt = 'State store %(path)s: %(reason)s'
+
+
+# -- virt/libvirt/mdev.py (mdev lifecycle backends) ------------------------
+
+class MdevNotFound(MdevError):
+    """The mdev to act on does not exist (``errno`` is ``ENOENT``)."""
+
+    msg_fmt = ('Mediated device %(uuid)s on parent %(parent)s: '
+               '%(reason)s')
+
+
+class MdevTypeError(MdevError):
+    """A parent does not expose an mdev type, or its counters are unreadable."""
+
+    msg_fmt = 'mdev type %(mdev_type)s on parent %(parent)s: %(reason)s'

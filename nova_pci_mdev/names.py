@@ -20,8 +20,11 @@ PCI_ADDRESS_RE = re.compile(
 UUID_RE = re.compile(
     r'^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-'
     r'[0-9a-fA-F]{12}$')
-#: Virtual mdev parents (``mtty``, ``mdpy``) are named like kernel devices.
-PARENT_NAME_RE = re.compile(r'^[A-Za-z0-9_-]+$')
+#: Virtual mdev parents (``mtty``, ``mdpy``) are named like kernel devices:
+#: a letter first, so that a mistyped PCI address or UUID is never taken
+#: for a name.
+PARENT_NAME_RE = re.compile(r'^[A-Za-z][A-Za-z0-9_-]*$')
+UUID_PREFIX_RE = re.compile(r'^[0-9a-fA-F]{8}-')
 #: mdev type names: ``nvidia-35``, ``i915-GVTg_V5_4``, ``mlx5_core-local``.
 MDEV_TYPE_RE = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.:-]*$')
 
@@ -29,8 +32,8 @@ MAX_ADDRESS_LEN = 64
 MAX_MDEV_TYPE_LEN = 128
 
 ADDRESS_RULE = ('expected a PCI address dddd:bb:ss.f (hex), an mdev UUID '
-                'or a virtual parent name of letters, digits, "_" and "-" '
-                '(at most %d characters)' % MAX_ADDRESS_LEN)
+                'or a virtual parent name (a letter, then letters, digits, '
+                '"_" and "-"; at most %d characters)' % MAX_ADDRESS_LEN)
 MDEV_TYPE_RULE = ('expected letters, digits, "_", "-", ":" and "." (not '
                   'leading, no "..", at most %d characters)'
                   % MAX_MDEV_TYPE_LEN)
@@ -54,7 +57,8 @@ def normalize_address(value):
         raise exception.InvalidPciAddress(value=value, rule=ADDRESS_RULE)
     if PCI_ADDRESS_RE.match(value) or UUID_RE.match(value):
         return value.lower()
-    if len(value) <= MAX_ADDRESS_LEN and PARENT_NAME_RE.match(value):
+    if (len(value) <= MAX_ADDRESS_LEN and PARENT_NAME_RE.match(value)
+            and not UUID_PREFIX_RE.match(value)):
         return value
     raise exception.InvalidPciAddress(value=value, rule=ADDRESS_RULE)
 
