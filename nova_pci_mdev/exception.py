@@ -49,9 +49,14 @@ class InvalidPciAddress(InvalidValue):
 
 
 class ConfigError(Invalid):
-    """One problem in the configuration, naming option, value and rule."""
+    """One problem in the configuration, naming option, value and rule.
+
+    ``severity`` is ``'error'`` (the configuration cannot be used) or
+    ``'warning'`` (see :class:`ConfigWarning`).
+    """
 
     msg_fmt = '[%(group)s] %(option)s = %(value)s: %(rule)s'
+    severity = 'error'
 
 
 class ConfigErrors(Invalid):
@@ -149,11 +154,72 @@ class StoreError(NovaPciMdevException):
 class MdevNotFound(MdevError):
     """The mdev to act on does not exist (``errno`` is ``ENOENT``)."""
 
-    msg_fmt = ('Mediated device %(uuid)s on parent %(parent)s: '
-               '%(reason)s')
-
 
 class MdevTypeError(MdevError):
-    """A parent does not expose an mdev type, or its counters are unreadable."""
+    """A parent does not expose an mdev type, or its count is unreadable."""
 
     msg_fmt = 'mdev type %(mdev_type)s on parent %(parent)s: %(reason)s'
+
+
+# -- placement_client.py (HTTP client to a Placement service) ---------------
+
+class PlacementError(NovaPciMdevException):
+    """Placement answered an error (or could not be reached).
+
+    ``method``, ``url``, ``status`` (None when unreachable), ``code``
+    (Placement's error code, e.g. ``placement.concurrent_update``) and
+    ``detail`` (Placement's message) are kept as attributes.
+    """
+
+    msg_fmt = ('Placement %(method)s %(url)s failed: %(status)s '
+               '%(code)s: %(detail)s')
+
+    def __init__(self, message=None, **kwargs):
+        self.method = kwargs.get('method')
+        self.url = kwargs.get('url')
+        self.status = kwargs.get('status')
+        self.code = kwargs.get('code')
+        self.detail = kwargs.get('detail')
+        super().__init__(message, **kwargs)
+
+
+class PlacementConflict(PlacementError):
+    """HTTP 409: a generation conflict that retries did not resolve, no
+    capacity left for an allocation, or a provider still in use."""
+
+
+# -- conf (configuration validation) ---------------------------------------
+
+class ConfigWarning(ConfigError):
+    """A configuration problem that does not stop the service."""
+
+    msg_fmt = '[%(group)s] %(option)s = %(value)s: %(rule)s (warning)'
+    severity = 'warning'
+
+
+# -- virt/libvirt discovery (nodedev, capabilities, host) -------------------
+
+class NodeDeviceXMLInvalid(Invalid):
+    """The XML of one libvirt node device cannot be used."""
+
+    msg_fmt = 'Node device %(device)s: invalid XML: %(reason)s'
+
+
+class CapabilitiesXMLInvalid(Invalid):
+    """The host capabilities XML cannot be used."""
+
+    msg_fmt = 'Host capabilities XML invalid: %(reason)s'
+
+
+class TopologySidecarInvalid(Invalid):
+    """A NUMA topology sidecar file is unreadable or breaks its format."""
+
+    msg_fmt = 'NUMA topology file %(path)s: %(reason)s'
+
+
+# -- nova_pci_mdev.virt.libvirt.config ---------------------------------------
+
+class LibvirtXmlError(Invalid):
+    """Libvirt XML that cannot be read into a config object."""
+
+    msg_fmt = 'Invalid libvirt XML for <%(element)s>: %(reason)s'

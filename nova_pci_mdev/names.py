@@ -40,11 +40,11 @@ MDEV_TYPE_RULE = ('expected letters, digits, "_", "-", ":" and "." (not '
 
 
 def is_pci_address(value):
-    return isinstance(value, str) and bool(PCI_ADDRESS_RE.match(value))
+    return isinstance(value, str) and bool(PCI_ADDRESS_RE.fullmatch(value))
 
 
 def is_uuid(value):
-    return isinstance(value, str) and bool(UUID_RE.match(value))
+    return isinstance(value, str) and bool(UUID_RE.fullmatch(value))
 
 
 def normalize_address(value):
@@ -55,9 +55,9 @@ def normalize_address(value):
     """
     if not isinstance(value, str):
         raise exception.InvalidPciAddress(value=value, rule=ADDRESS_RULE)
-    if PCI_ADDRESS_RE.match(value) or UUID_RE.match(value):
+    if PCI_ADDRESS_RE.fullmatch(value) or UUID_RE.fullmatch(value):
         return value.lower()
-    if (len(value) <= MAX_ADDRESS_LEN and PARENT_NAME_RE.match(value)
+    if (len(value) <= MAX_ADDRESS_LEN and PARENT_NAME_RE.fullmatch(value)
             and not UUID_PREFIX_RE.match(value)):
         return value
     raise exception.InvalidPciAddress(value=value, rule=ADDRESS_RULE)
@@ -74,7 +74,7 @@ def normalize_uuid(value, what='mdev UUID'):
 def validate_mdev_type(value, what='mdev type'):
     """Return ``value`` unchanged if it is a safe mdev type name, else raise."""
     if (not isinstance(value, str) or len(value) > MAX_MDEV_TYPE_LEN
-            or not MDEV_TYPE_RE.match(value) or '..' in value):
+            or not MDEV_TYPE_RE.fullmatch(value) or '..' in value):
         raise exception.InvalidValue(field=what, value=value,
                                      rule=MDEV_TYPE_RULE)
     return value

@@ -35,6 +35,8 @@ ADDRESS_BAD = [
     'mtty\x00',
     'a' * 65,
     '0mtty',
+    'mtty\n',
+    '0000:84:00.0\n',
     'abcdef01-1b54-4048-85b3',
     UUID + '0',
     ' mtty',
@@ -44,7 +46,7 @@ ADDRESS_BAD = [
 MDEV_TYPE_GOOD = ['nvidia-35', 'i915-GVTg_V5_4', 'mlx5_core-local',
                   'mtty-1', 'vendor:type.v2']
 MDEV_TYPE_BAD = ['', '..', '../nvidia-35', 'nvidia/35', '.hidden',
-                 'a..b', 'x' * 129, 'nvidia 35', 'type\x00', 7]
+                 'a..b', 'x' * 129, 'nvidia 35', 'type\x00', 'nvidia-35\n', 7]
 
 
 class _Holder(object):

@@ -1,0 +1,323 @@
+"""``nova-pci-mdev``: the operator's view of a compute host's devices.
+
+Exit codes: 0 success; 1 the request cannot be satisfied on this host;
+2 bad input or configuration (one line per problem); 3 the host or the
+state directory failed (libvirt, sysfs, store).
+
+With no options the command works on the bundled sample host (libvirt's
+test driver with ``nova_pci_mdev/data/sample_host.xml``) and its
+``nova.conf``. A ``test://`` connection keeps its mdevs in the state
+directory (the test driver cannot create them); ``qemu:///system`` uses
+libvirt node devices (libvirt >= 7.3) or sysfs.
+"""
+
+import argparse
+import hashlib
+import os
+import re
+import sys
+import uuid as uuid_lib
+import warnings
+
+# oslo.versionedobjects pulls in eventlet through oslo.messaging, whose
+# deprecation notice would otherwise open every command's output.
+warnings.filterwarnings('ignore', message=r'(?s).*Eventlet is deprecated')
+
+from nova_pci_mdev import conf as conf_mod  # noqa: E402
+from nova_pci_mdev import data  # noqa: E402
+from nova_pci_mdev import exception  # noqa: E402
+from nova_pci_mdev import flavor as flavor_mod  # noqa: E402
+from nova_pci_mdev import objects  # noqa: E402
+from nova_pci_mdev import render  # noqa: E402
+from nova_pci_mdev import store as store_mod  # noqa: E402
+
+EXIT_OK, EXIT_UNSATISFIED, EXIT_INVALID, EXIT_HOST = 0, 1, 2, 3
+
+
+# -- building the host -----------------------------------------------------
+
+def default_state_dir(uri):
+    base = os.environ.get('XDG_STATE_HOME') or os.path.join(
+        os.path.expanduser('~'), '.local', 'state')
+    if uri == data.sample_connection_uri():
+        slug = 'sample-host'
+    else:
+        slug = '%s-%s' % (re.sub(r'[^A-Za-z0-9]+', '-', uri).strip('-')[-40:],
+                          hashlib.sha256(uri.encode()).hexdigest()[:8])
+    return os.path.join(base, 'nova-pci-mdev', slug)
+
+
+def _host_file(uri):
+    """The host XML file of a ``test:///path`` URI, or None."""
+    path = uri[len('test://'):]
+    return path if path.startswith('/') and path != '/default' else None
+
+
+def build_compute_host(args, settings):
+    from nova_pci_mdev.virt.libvirt import driver
+    from nova_pci_mdev.virt.libvirt import emulated
+    from nova_pci_mdev.virt.libvirt import host as host_mod
+    from nova_pci_mdev.virt.libvirt import mdev
+
+    os.makedirs(args.state_dir, mode=0o700, exist_ok=True)
+    conn = host_mod.connect(args.connection).connection
+    if args.connection.startswith('test://'):
+        host_file = _host_file(args.connection)
+        sidecar = emulated.load_sidecar(
+            emulated.sidecar_path(host_file) if host_file else None)
+        host = emulated.EmulatedHost(conn, args.state_dir, sidecar)
+        backend = host.backend
+    else:
+        host = host_mod.Host(conn)
+        if host.has_min_version(7, 3):
+            from nova_pci_mdev.virt.libvirt import mdev_libvirt
+            backend = mdev_libvirt.LibvirtNodeDeviceBackend(conn)
+        else:
+            from nova_pci_mdev.virt.libvirt import mdev_sysfs
+            backend = mdev_sysfs.SysfsBackend('/')
+    store = store_mod.SqliteStore(os.path.join(args.state_dir, 'state.db'))
+    return driver.ComputeHost(host, settings, store, mdev.MdevManager(backend),
+                              host.numa_topology())
+
+
+def load_settings(args):
+    cfg = conf_mod.new_config(args.config_file)
+    return conf_mod.load_settings(cfg)
+
+
+# -- commands --------------------------------------------------------------
+
+def cmd_check_config(args, out):
+    cfg = conf_mod.new_config(args.config_file)
+    problems = list(conf_mod.validate(cfg))
+    errors = [p for p in problems if getattr(p, 'severity', 'error')
+              == 'error']
+    if not errors:
+        settings = conf_mod.load_settings(cfg)
+        compute = build_compute_host(args, settings)
+        records = compute.host.discover(settings)
+        for spec in settings.whitelist.unmatched(records):
+            problems.append(exception.ConfigWarning(
+                group='pci', option='device_spec', value=spec.source,
+                rule='matches no device on host %s' % compute.nodename))
+    if args.format == 'json':
+        out.write(render.to_json([
+            {'severity': getattr(p, 'severity', 'error'), 'message': str(p),
+             **{k: str(v) for k, v in p.kwargs.items()}}
+            for p in problems]) + '\n')
+    else:
+        for problem in problems:
+            out.write('%s: %s\n' % (getattr(problem, 'severity', 'error'),
+                                    problem))
+        if not problems:
+            out.write('configuration OK: %d device spec(s), %d alias(es), '
+                      '%d enabled mdev type(s)\n' % (
+                          len(settings.whitelist.specs),
+                          len(settings.aliases.names()),
+                          len(settings.enabled_mdev_types)))
+    return EXIT_INVALID if errors else EXIT_OK
+
+
+def cmd_devices(args, out):
+    settings = load_settings(args)
+    compute = build_compute_host(args, settings)
+    compute.sync()
+    devices, _pools, _tree, _inst = compute.snapshot()
+    if args.format == 'json':
+        out.write(render.to_json([render.device_dict(d)
+                                  for d in devices]) + '\n')
+    else:
+        out.write('host %s: %d devices\n' % (compute.nodename, len(devices)))
+        out.write(render.device_tree(devices) + '\n')
+    return EXIT_OK
+
+
+def cmd_pools(args, out):
+    compute = build_compute_host(args, load_settings(args))
+    _devices, pools, _tree, _inst = compute.snapshot()
+    if args.format == 'json':
+        out.write(render.to_json(render.pool_dicts(pools)) + '\n')
+    else:
+        out.write(render.pool_table(pools) + '\n')
+    return EXIT_OK
+
+
+def cmd_inventory(args, out):
+    compute = build_compute_host(args, load_settings(args))
+    tree = compute.provider_tree()
+    if args.format == 'json':
+        out.write(render.to_json(render.inventory_dict(tree)) + '\n')
+    else:
+        out.write(render.inventory_table(tree) + '\n')
+    return EXIT_OK
+
+
+def _extra_specs(pairs):
+    specs = {}
+    for pair in pairs:
+        key, sep, value = pair.partition('=')
+        if not sep or not key.strip():
+            raise exception.InvalidExtraSpec(
+                key='--extra-spec', value=pair,
+                reason='expected KEY=VALUE, e.g. '
+                       'pci_passthrough:alias=vGPU:1')
+        specs[key.strip()] = value.strip()
+    return specs
+
+
+def cmd_claim(args, out):
+    settings = load_settings(args)
+    specs = _extra_specs(args.extra_spec)
+    flavor = flavor_mod.parse(specs, settings.aliases)
+    if not flavor.pci_requests and not flavor.resource_groups:
+        raise exception.InvalidExtraSpec(
+            key='--extra-spec', value=' '.join(args.extra_spec) or '(none)',
+            reason='asks for no device: give pci_passthrough:alias=NAME:N '
+                   'or resources[N]:<RC>=N')
+    compute = build_compute_host(args, settings)
+    instance = args.instance or str(uuid_lib.uuid4())
+    result = compute.claim(instance, flavor, dry_run=args.dry_run)
+    if args.format == 'json':
+        out.write(render.to_json({
+            'instance_uuid': result.instance_uuid,
+            'dry_run': result.dry_run,
+            'numa_cells': result.numa_cells,
+            'allocations': result.allocations,
+            'created_mdevs': list(result.created_mdevs),
+            'devices': [render.device_dict(d) for d in result.devices],
+            'devices_xml': result.devices_xml(),
+        }) + '\n')
+        return EXIT_OK
+    verb = 'would claim' if result.dry_run else 'claimed'
+    out.write('instance %s %s %d device(s)%s\n' % (
+        result.instance_uuid, verb, len(result.devices),
+        '' if result.numa_cells is None else
+        ' on NUMA cell(s) %s' % ','.join(map(str, result.numa_cells))))
+    rows = [(d.address, d.dev_type, d.mdev_type, d.parent_addr, d.numa_node,
+             'dry run' if result.dry_run else d.status) for d in result.devices]
+    out.write(render.table(('address', 'dev_type', 'mdev_type', 'parent_addr',
+                            'numa_node', 'status'), rows) + '\n')
+    if result.created_mdevs:
+        out.write('created mdev(s): %s\n' % ', '.join(result.created_mdevs))
+    for prov, res in sorted(result.allocations.items()):
+        out.write('placement allocation on %s: %s\n' % (prov, ', '.join(
+            '%s=%d' % kv for kv in sorted(res.items()))))
+    out.write('guest devices:\n%s\n' % result.devices_xml())
+    return EXIT_OK
+
+
+def cmd_release(args, out):
+    compute = build_compute_host(args, load_settings(args))
+    freed = compute.release(args.instance)
+    if args.format == 'json':
+        out.write(render.to_json({
+            'instance_uuid': args.instance,
+            'freed': [render.device_dict(d) for d in freed]}) + '\n')
+    elif freed:
+        out.write('instance %s released %d device(s): %s\n' % (
+            args.instance, len(freed), ', '.join(d.address for d in freed)))
+    else:
+        out.write('instance %s holds no device on this host\n'
+                  % args.instance)
+    return EXIT_OK
+
+
+# -- argument parsing ------------------------------------------------------
+
+def build_parser():
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        '--config-file', action='append', default=argparse.SUPPRESS,
+        metavar='PATH',
+        help='a nova.conf to read (repeatable, later files win); default: '
+             'the bundled sample nova.conf')
+    common.add_argument(
+        '--connection', default=argparse.SUPPRESS, metavar='URI',
+        help='libvirt URI (qemu:///system, test:///path/host.xml); default: '
+             'the bundled sample host')
+    common.add_argument(
+        '--state-dir', default=argparse.SUPPRESS, metavar='DIR',
+        help='where claims and emulated mdevs are kept; default: '
+             '$XDG_STATE_HOME/nova-pci-mdev/<connection>')
+    common.add_argument('--format', choices=('table', 'json'),
+                        default=argparse.SUPPRESS,
+                        help='output format (default: table)')
+    parser = argparse.ArgumentParser(
+        prog='nova-pci-mdev', parents=[common],
+        description='Mediated devices through Nova\'s PCI passthrough '
+                    'framework: inspect a compute host, claim and release.',
+        epilog='Exit codes: 0 ok, 1 request cannot be satisfied, 2 bad '
+               'input or configuration, 3 host or state failure.')
+    sub = parser.add_subparsers(dest='command', metavar='COMMAND')
+    sub.required = True
+
+    def add(name, func, help_text):
+        cmd = sub.add_parser(name, parents=[common], help=help_text,
+                             description=help_text)
+        cmd.set_defaults(func=func)
+        return cmd
+
+    add('check-config', cmd_check_config,
+        'validate the configuration against the host; one line per problem')
+    add('devices', cmd_devices,
+        'every device: NUMA node -> parent -> slots/VFs, status, instance')
+    add('pools', cmd_pools, 'the PCI stats pools with their free counts')
+    add('inventory', cmd_inventory,
+        'the Placement provider tree: providers, inventories, traits')
+    claim = add('claim', cmd_claim,
+                'fit a flavor\'s request, claim devices, create mdevs and '
+                'print the guest hostdev XML')
+    claim.add_argument('--extra-spec', action='append', default=[],
+                       metavar='KEY=VALUE', required=True,
+                       help='a flavor extra spec (repeatable), e.g. '
+                            'pci_passthrough:alias=vGPU:1, '
+                            'hw:pci_numa_affinity_policy=required, '
+                            'hw:numa_nodes=1, resources:VGPU=1')
+    claim.add_argument('--instance', metavar='UUID', default=None,
+                       help='instance UUID (default: a new random one)')
+    claim.add_argument('--dry-run', action='store_true', default=False,
+                       help='show what would be claimed; change nothing')
+    release = add('release', cmd_release, 'free every device of an instance')
+    release.add_argument('--instance', metavar='UUID', required=True)
+    return parser
+
+
+def main(argv=None, out=None, err=None):
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_INVALID if exc.code else EXIT_OK
+    # Global options may come before or after the command; argparse keeps
+    # an absent one absent (SUPPRESS) so that neither position overrides
+    # the other with a default.
+    args.connection = getattr(args, 'connection', None) or (
+        data.sample_connection_uri())
+    args.config_file = getattr(args, 'config_file', None) or [
+        data.SAMPLE_NOVA_CONF]
+    args.state_dir = os.path.abspath(
+        getattr(args, 'state_dir', None) or default_state_dir(args.connection))
+    args.format = getattr(args, 'format', None) or 'table'
+    objects.register_all()
+    try:
+        return args.func(args, out)
+    except exception.ConfigErrors as exc:
+        for problem in exc.errors:
+            err.write('%s: %s\n' % (getattr(problem, 'severity', 'error'),
+                                    problem))
+        return EXIT_INVALID
+    except exception.RequestNotSatisfiable as exc:
+        err.write('cannot satisfy the request: %s\n' % exc)
+        return EXIT_UNSATISFIED
+    except exception.Invalid as exc:
+        err.write('error: %s\n' % exc)
+        return EXIT_INVALID
+    except exception.NovaPciMdevException as exc:
+        err.write('host error: %s\n' % exc)
+        return EXIT_HOST
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Settings: the validated configuration the library works with.
+
+Invariants: a Settings is built only from a configuration without
+error-level problems (``warnings`` keeps the rest); it is immutable and
+does no I/O. ``exposed_type`` answers in O(1) plus the number of enabled
+types without ``device_addresses``.
+"""
+
+import dataclasses
+
+from nova_pci_mdev import exception
+from nova_pci_mdev import names
+from nova_pci_mdev.pci import request
+from nova_pci_mdev.pci import whitelist as whitelist_mod
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Settings:
+    whitelist: whitelist_mod.Whitelist = dataclasses.field(
+        default_factory=whitelist_mod.Whitelist)
+    aliases: request.AliasTable = dataclasses.field(
+        default_factory=request.AliasTable)
+    enabled_mdev_types: tuple = ()
+    #: ``{type: conf.mdev.MdevTypeOptions}`` in enabled order.
+    mdev_types: dict = dataclasses.field(default_factory=dict)
+    warnings: tuple = ()
+
+    def __post_init__(self):
+        by_address = {}
+        defaults = []
+        for options in self.mdev_types.values():
+            for address in options.device_addresses:
+                by_address.setdefault(address, options)
+            if not options.device_addresses:
+                defaults.append(options)
+        object.__setattr__(self, '_by_address', by_address)
+        object.__setattr__(self, '_defaults', tuple(defaults))
+
+    def exposed_type(self, parent_addr, supported_types=None):
+        """The MdevTypeOptions a parent exposes, or None.
+
+        The type whose ``device_addresses`` lists ``parent_addr`` (even if
+        the parent does not report it: an explicit mapping wins, as in
+        Nova), else the first enabled type without ``device_addresses``
+        that the parent supports. ``supported_types`` None means "any".
+        """
+        supported = (None if supported_types is None
+                     else frozenset(supported_types))
+        try:
+            key = names.normalize_address(parent_addr)
+        except exception.Invalid:
+            key = parent_addr
+        options = self._by_address.get(key)
+        if options is not None:
+            return options
+        for options in self._defaults:
+            if supported is None or options.mdev_type in supported:
+                return options
+        return None
+
+    def resource_class_of(self, mdev_type):
+        """The resource class of an enabled type, or None."""
+        options = self.mdev_types.get(mdev_type)
+        return None if options is None else options.resource_class

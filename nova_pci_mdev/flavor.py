@@ -1,0 +1,82 @@
+"""What a flavor's extra specs ask of a compute host's devices.
+
+Pure parsing: ``pci_passthrough:alias`` and ``hw:pci_numa_affinity_policy``
+(the alias path, delegated to :mod:`nova_pci_mdev.pci.request`),
+``hw:numa_nodes`` and the Placement request groups ``resources[N]:<RC>``.
+Keys this library does not use are ignored, as Nova's flavors carry many.
+Invariant: a :class:`FlavorRequest` only holds validated values; every bad
+value raises :class:`~nova_pci_mdev.exception.InvalidExtraSpec` naming the
+key, the value and the rule.
+"""
+
+import dataclasses
+import re
+
+from nova_pci_mdev import exception
+from nova_pci_mdev.pci import request as pci_request
+
+_RESOURCES_KEY = re.compile(r'^resources(?P<suffix>[A-Za-z0-9_-]*):'
+                            r'(?P<rc>.*)$')
+_RC_NAME = re.compile(r'^(CUSTOM_[A-Z0-9_]+|[A-Z][A-Z0-9_]*)$')
+
+
+@dataclasses.dataclass(frozen=True)
+class FlavorRequest:
+    pci_requests: tuple = ()
+    numa_nodes: int | None = None
+    #: request group suffix ('' for the unnumbered group) -> {RC: amount}
+    resource_groups: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def resources(self):
+        """All Placement resources asked for, summed over groups."""
+        total = {}
+        for group in self.resource_groups.values():
+            for rc, amount in group.items():
+                total[rc] = total.get(rc, 0) + amount
+        return total
+
+
+def _positive_int(key, value):
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise exception.InvalidExtraSpec(
+            key=key, value=value, reason='expected a positive integer')
+    return number
+
+
+def parse(extra_specs, aliases):
+    """Parse ``extra_specs`` (a dict) against the configured ``aliases``."""
+    pci_requests = tuple(pci_request.requests_from_extra_specs(
+        extra_specs, aliases))
+    numa_nodes = None
+    if 'hw:numa_nodes' in extra_specs:
+        numa_nodes = _positive_int('hw:numa_nodes',
+                                   extra_specs['hw:numa_nodes'])
+    groups = {}
+    for key, value in extra_specs.items():
+        match = _RESOURCES_KEY.match(key)
+        if not match:
+            continue
+        rc = match.group('rc')
+        if not _RC_NAME.match(rc):
+            raise exception.InvalidExtraSpec(
+                key=key, value=value,
+                reason='resource class %r must be upper case letters, '
+                       'digits and "_" (CUSTOM_ prefix for custom '
+                       'classes)' % rc)
+        try:
+            amount = int(str(value).strip())
+        except ValueError:
+            amount = -1
+        if amount < 0:
+            raise exception.InvalidExtraSpec(
+                key=key, value=value,
+                reason='expected a non-negative integer amount')
+        if amount:
+            groups.setdefault(match.group('suffix'), {})[rc] = amount
+    return FlavorRequest(pci_requests=pci_requests, numa_nodes=numa_nodes,
+                         resource_groups=groups)

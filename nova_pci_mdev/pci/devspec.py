@@ -1,0 +1,426 @@
+"""Device specs: one entry of ``[pci] device_spec`` and how it matches.
+
+An entry has Nova's keys (``vendor_id``, ``product_id``, ``address`` as a
+glob string or a regex dict, ``devname``), the new key ``mdev_type`` (exact
+name or glob) and any other key as a string tag (``physical_network``,
+``trusted``, ``remote_managed``...).
+
+Invariants:
+
+* Parsing never raises on bad input: every problem is appended to the
+  caller's ``errors`` list as a :class:`~nova_pci_mdev.exception.ConfigError`
+  naming option, value and rule, and the entry is dropped (``None``).
+* A parsed :class:`DevSpec` is never mutated. Its ids are ``'*'`` or four
+  lower-case hex digits; its ``tags`` map strings to strings, boolean-like
+  tags normalised to ``'true'``/``'false'``.
+* Matching reads only the device's own fields (``vendor_id``,
+  ``product_id``, ``address``, ``parent_addr``, ``dev_type``, ``mdev_type``,
+  ``devname``): no lookups, no I/O. A spec covers a child through its
+  ``parent_addr``: an mdev slot (``mdev-vf``) when any address spec matches
+  its parent; a ``type-VF``/``vdpa`` when the spec names one exact address
+  (Nova's rule for PF addresses). ``mdev_type`` matches slots of that type
+  and parents that expose it.
+"""
+
+import fnmatch
+import json
+import re
+
+from oslo_utils import strutils
+
+from nova_pci_mdev import exception
+from nova_pci_mdev import names
+from nova_pci_mdev.objects import fields
+
+ANY = '*'
+DevType = fields.PciDeviceType
+
+_HEX_ID_RE = re.compile(r'^[0-9a-fA-F]{1,4}\Z')
+_HEX_RE = re.compile(r'^[0-9a-fA-F]{1,8}\Z')
+_DEVNAME_RE = re.compile(r'^[A-Za-z0-9_.:@-]{1,64}\Z')
+_MDEV_GLOB_RE = re.compile(r'^[A-Za-z0-9_.:*?\[\]!-]{1,128}\Z')
+_GLOB_CHARS = frozenset('*?[')
+#: (name, width, maximum) of the four fields of a PCI address.
+_ADDRESS_FIELDS = (('domain', 4, 0xFFFF), ('bus', 2, 0xFF),
+                   ('slot', 2, 0x1F), ('function', 1, 0x7))
+_REGEX_KEYS = tuple(f[0] for f in _ADDRESS_FIELDS)
+#: Tags normalised to 'true'/'false' (strict boolean strings).
+BOOL_TAGS = ('managed', 'live_migratable', 'one_time_use', 'remote_managed',
+             'trusted')
+#: Keys that name pool or device fields and so cannot be tags.
+RESERVED_TAGS = frozenset(('dev_type', 'numa_node', 'count', 'parent_addr',
+                           'label', 'dev_id', 'extra_info', 'status',
+                           'instance_uuid', 'request_id', 'devices'))
+ID_RULE = 'expected 1 to 4 hex digits or "*"'
+
+
+def show(value, limit=200):
+    """A short printable form of an offending value for messages."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + '...'
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs):
+    result = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(key)
+        result[key] = value
+    return result
+
+
+def load_json(text, report):
+    """Parse one option value as JSON; on failure ``report(value, rule)``."""
+    if not isinstance(text, str):
+        report(show(text), 'expected a JSON string')
+        return None
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as exc:
+        report(show(text), 'key %s appears twice in one JSON object'
+               % show(exc.args[0]))
+    except (ValueError, RecursionError) as exc:
+        report(show(text), 'malformed JSON (%s)' % (exc,))
+    return None
+
+
+def parse_bool_tag(value):
+    """Return 'true'/'false' for a boolean-like string or bool, or raise."""
+    if isinstance(value, bool):
+        return 'true' if value else 'false'
+    if isinstance(value, str):
+        try:
+            return ('true' if strutils.bool_from_string(value, strict=True)
+                    else 'false')
+        except ValueError:
+            pass
+    raise ValueError(value)
+
+
+def validate_mdev_type(value):
+    """names.validate_mdev_type, also refusing a trailing newline.
+
+    (The regexes of :mod:`nova_pci_mdev.names` end in ``$``, which lets
+    ``"nvidia-35\\n"`` through; JSON values can carry one.)
+    """
+    if isinstance(value, str) and '\n' in value:
+        raise exception.InvalidValue(field='mdev type', value=value,
+                                     rule=names.MDEV_TYPE_RULE)
+    return names.validate_mdev_type(value)
+
+
+# -- addresses --------------------------------------------------------------
+
+def _split_pci(address):
+    """(domain, bus, slot, function) of a PCI address string, or None."""
+    if not isinstance(address, str):
+        return None
+    m = names.PCI_ADDRESS_RE.match(address)
+    return tuple(g.lower() for g in m.groups()) if m else None
+
+
+class ExactAddress(object):
+    """One address: a PCI address, an mdev UUID or a virtual parent name."""
+
+    def __init__(self, address):
+        self.exact = address
+
+    def match(self, address):
+        return address == self.exact
+
+    def __repr__(self):
+        return 'ExactAddress(%s)' % self.exact
+
+
+class GlobAddress(object):
+    """``[[[domain]:]bus]:][slot][.[function]]``; None fields match all."""
+
+    exact = None
+
+    def __init__(self, parts):
+        self.parts = tuple(parts)
+
+    def match(self, address):
+        split = _split_pci(address)
+        if split is None:
+            return False
+        return all(p is None or p == v for p, v in zip(self.parts, split))
+
+    def __repr__(self):
+        return 'GlobAddress(%s)' % ':'.join(p or ANY for p in self.parts)
+
+
+class RegexAddress(object):
+    """Regexes per field, matched at the start of the field like Nova."""
+
+    exact = None
+
+    def __init__(self, regexes):
+        self.regexes = tuple(regexes)
+
+    def match(self, address):
+        split = _split_pci(address)
+        if split is None:
+            return False
+        return all(r.match(v) for r, v in zip(self.regexes, split))
+
+
+def _parse_glob(text, report):
+    if len(text) > 64:
+        report(show(text), 'an address glob has at most 64 characters')
+        return None
+    dbs, _sep, func = text.partition('.')
+    head = dbs.split(':') if dbs else []
+    if len(head) > 3:
+        report(show(text), 'expected [[[domain]:]bus]:][slot][.[function]] '
+               'with at most three ":"-separated fields')
+        return None
+    raw = [ANY] * (3 - len(head)) + head + [func]
+    parts = []
+    for (name, width, maximum), value in zip(_ADDRESS_FIELDS, raw):
+        value = value.strip()
+        if value in ('', ANY):
+            parts.append(None)
+            continue
+        if not _HEX_RE.match(value):
+            report(show(text), '%s %s is not "*" or a hex number'
+                   % (name, show(value)))
+            return None
+        number = int(value, 16)
+        if number > maximum:
+            report(show(text), '%s %s is greater than the maximum %X'
+                   % (name, show(value), maximum))
+            return None
+        parts.append('%0*x' % (width, number))
+    if None not in parts:
+        return ExactAddress('%s:%s:%s.%s' % tuple(parts))
+    return GlobAddress(parts)
+
+
+def _is_name_address(text):
+    """A UUID or virtual parent name (``mtty``) rather than a PCI glob."""
+    if '\n' in text:
+        return False
+    if names.is_uuid(text):
+        return True
+    if any(c in text for c in ':.*') or all(
+            c in '0123456789abcdefABCDEF' for c in text):
+        return False
+    return bool(names.PARENT_NAME_RE.match(text))
+
+
+def parse_address(value, report):
+    """An address spec from a glob string or regex dict, or None."""
+    if isinstance(value, str):
+        if value and _is_name_address(value):
+            return ExactAddress(names.normalize_address(value))
+        return _parse_glob(value, report)
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - set(_REGEX_KEYS))
+        if unknown:
+            report(show(value), 'unknown address key(s) %s; allowed: %s'
+                   % (', '.join(unknown), ', '.join(_REGEX_KEYS)))
+            return None
+        regexes = []
+        ok = True
+        for key in _REGEX_KEYS:
+            pattern = value.get(key, '.*')
+            if not isinstance(pattern, str):
+                report(show(value), 'address %s %s must be a string regex'
+                       % (key, show(pattern)))
+                ok = False
+                continue
+            try:
+                regexes.append(re.compile(pattern))
+            except (re.error, RecursionError, OverflowError) as exc:
+                report(show(value), 'address %s %s is not a valid regex (%s)'
+                       % (key, show(pattern), exc))
+                ok = False
+        return RegexAddress(regexes) if ok else None
+    report(show(value), 'address must be a glob string or a dict of regexes '
+           'with keys %s' % ', '.join(_REGEX_KEYS))
+    return None
+
+
+# -- devices ----------------------------------------------------------------
+
+class DeviceView(object):
+    """The fields of a device record dict or a PciDevice that specs read."""
+
+    __slots__ = ('address', 'parent_addr', 'vendor_id', 'product_id',
+                 'dev_type', 'mdev_type', 'devname')
+
+    def __init__(self, dev):
+        get = _getter(dev)
+        self.address = _norm_address(get('address'))
+        self.parent_addr = _norm_address(get('parent_addr'))
+        self.vendor_id = (get('vendor_id') or '').lower()
+        self.product_id = (get('product_id') or '').lower()
+        self.dev_type = get('dev_type')
+        self.mdev_type = get('mdev_type')
+        extra = get('extra_info') or {}
+        self.devname = get('devname') or extra.get('devname')
+
+
+def _getter(dev):
+    if isinstance(dev, dict):
+        return dev.get
+    if hasattr(dev, 'obj_attr_is_set'):
+        fieldset = getattr(dev, 'fields', {})
+
+        def get(name):
+            if name in fieldset:
+                return (getattr(dev, name)
+                        if dev.obj_attr_is_set(name) else None)
+            return None
+        return get
+    return lambda name: getattr(dev, name, None)
+
+
+def _norm_address(address):
+    if isinstance(address, str) and (names.is_pci_address(address) or
+                                     names.is_uuid(address)):
+        return address.lower()
+    return address
+
+
+def view_of(dev):
+    return dev if isinstance(dev, DeviceView) else DeviceView(dev)
+
+
+class DevSpec(object):
+    """One parsed device spec; ``position`` orders specs as configured."""
+
+    def __init__(self, position=0, vendor_id=ANY, product_id=ANY,
+                 address=None, devname=None, mdev_type=None, tags=None,
+                 source=None):
+        self.position = position
+        self.vendor_id = vendor_id
+        self.product_id = product_id
+        self.address = address
+        self.devname = devname
+        self.mdev_type = mdev_type
+        self._mdev_glob = bool(mdev_type and _GLOB_CHARS & set(mdev_type))
+        self.tags = dict(tags or {})
+        self.source = source
+
+    def __repr__(self):
+        return 'DevSpec(#%s %s)' % (self.position, self.source)
+
+    def match(self, dev):
+        """True if ``dev`` (record dict, PciDevice or view) is covered."""
+        v = view_of(dev)
+        if self.vendor_id != ANY and self.vendor_id != v.vendor_id:
+            return False
+        if self.product_id != ANY and self.product_id != v.product_id:
+            return False
+        if self.mdev_type is not None:
+            if not isinstance(v.mdev_type, str) or not (
+                    fnmatch.fnmatchcase(v.mdev_type, self.mdev_type)
+                    if self._mdev_glob else v.mdev_type == self.mdev_type):
+                return False
+        if self.devname is not None and v.devname != self.devname:
+            return False
+        if self.address is None or self.address.match(v.address):
+            return True
+        if not v.parent_addr:
+            return False
+        if v.dev_type == DevType.MDEV_VF or (
+                self.address.exact is not None and
+                v.dev_type in DevType.CHILD_TYPES):
+            return self.address.match(v.parent_addr)
+        return False
+
+
+def parse_spec(entry, position, label, report, devname_resolver=None):
+    """A :class:`DevSpec` from one JSON object, or None after ``report``.
+
+    ``report(key, value, rule)`` records one problem; ``label`` names the
+    entry in messages (``entry 2``). ``devname_resolver(devname)`` may map
+    an interface name to a device address (I/O belongs to the caller).
+    """
+    problems = []
+
+    def bad(key, value, rule):
+        problems.append(1)
+        report(key, value, '%s, key "%s": %s' % (label, key, rule))
+
+    if not isinstance(entry, dict):
+        report(None, show(entry), '%s: expected a JSON object' % label)
+        return None
+    kw = {}
+    tags = {}
+    for key, value in entry.items():
+        if key in ('vendor_id', 'product_id'):
+            if value == ANY:
+                kw[key] = ANY
+            elif isinstance(value, str) and _HEX_ID_RE.match(value.strip()):
+                kw[key] = '%04x' % int(value.strip(), 16)
+            else:
+                bad(key, show(value), ID_RULE)
+        elif key == 'address':
+            address = parse_address(
+                value, lambda v, rule, key=key: bad(key, v, rule))
+            if address is not None:
+                kw['address'] = address
+        elif key == 'devname':
+            if (isinstance(value, str) and _DEVNAME_RE.match(value)
+                    and value not in ('.', '..')):
+                kw['devname'] = value
+            else:
+                bad(key, show(value), 'expected an interface name of '
+                    'letters, digits, "_.:@-" (at most 64 characters)')
+        elif key == 'mdev_type':
+            if not isinstance(value, str):
+                bad(key, show(value), names.MDEV_TYPE_RULE)
+            elif _GLOB_CHARS & set(value):
+                if _MDEV_GLOB_RE.match(value):
+                    kw['mdev_type'] = value
+                else:
+                    bad(key, show(value), 'an mdev type glob has letters, '
+                        'digits, "_.:-" and "*?[]!" (at most 128)')
+            else:
+                try:
+                    kw['mdev_type'] = validate_mdev_type(value)
+                except exception.Invalid:
+                    bad(key, show(value), names.MDEV_TYPE_RULE)
+        elif not isinstance(key, str) or not key.strip():
+            bad(key, show(key), 'a tag name must be a non-empty string')
+        elif key in RESERVED_TAGS:
+            bad(key, show(value), 'reserved: a device field cannot be a tag')
+        elif key in BOOL_TAGS:
+            try:
+                tags[key] = parse_bool_tag(value)
+            except ValueError:
+                bad(key, show(value), 'expected a boolean such as "true", '
+                    '"false", "yes" or "no"')
+        elif isinstance(value, bool):
+            tags[key] = 'true' if value else 'false'
+        elif isinstance(value, (str, int, float)):
+            tags[key] = str(value)
+        else:
+            bad(key, show(value), 'a tag value must be a string')
+    if 'address' in entry and 'devname' in entry:
+        bad('devname', show(entry['devname']),
+            'devname and address cannot be used together')
+    if 'devname' in kw and devname_resolver is not None and not problems:
+        resolved = devname_resolver(kw['devname'])
+        if resolved:
+            try:
+                if '\n' in resolved:
+                    raise exception.Invalid(reason=resolved)
+                kw['address'] = ExactAddress(
+                    names.normalize_address(resolved))
+                del kw['devname']
+            except exception.Invalid:
+                bad('devname', show(kw['devname']),
+                    'resolves to %s, which is not a device address'
+                    % show(resolved))
+    if problems:
+        return None
+    return DevSpec(position=position, tags=tags,
+                   source=json.dumps(entry, sort_keys=True), **kw)

@@ -1,0 +1,283 @@
+"""The Placement provider tree of one compute host, computed from its devices.
+
+Pure logic: no I/O, no configuration lookups; the caller passes the
+tracker's devices and the set of instances that hold slots through the
+Placement path. ``nova_pci_mdev.placement_client`` pushes the result to a
+Placement service.
+
+Shape of the tree (DESIGN section 4, Placement path)::
+
+    <nodename>                      root: the compute node (uuid given)
+      |                             optional caller inventory (VCPU, ...)
+      +-- <nodename>_pci_0000_84_00_0   {VGPU: total, reserved}
+      |                                 trait CUSTOM_MDEV_TYPE_NVIDIA_222
+      +-- <nodename>_pci_0000_85_00_0   {CUSTOM_MLX5: total, reserved}
+                                        trait CUSTOM_MDEV_TYPE_MLX5_CORE_LOCAL
+
+Invariants:
+
+* One child per present ``mdev-pf`` device that exposes a type
+  (``mdev_type`` set); parents without an exposed type, removed parents
+  and every other device type yield no provider.
+* A child's name is ``<nodename>_<dev_id>`` and its uuid is a uuid5 of
+  that name, so both are stable across restarts and hosts never collide.
+* ``total`` counts the parent's present ``mdev-vf`` slots of the exposed
+  type (``removed``/``deleted`` slots and slots of another type, left
+  over from an earlier configuration, are not counted). A child with no
+  slot has no inventory (Placement refuses ``total: 0``).
+* ``reserved`` counts the slots Placement must not hand out: slots
+  claimed or allocated by an instance that is not in ``placement_held``
+  (the alias path), slots made unusable because the parent is used whole
+  (then every slot is reserved). Slots held by instances in
+  ``placement_held`` are not reserved: Placement already counts them as
+  used through their allocations. So ``total - reserved - used`` is
+  exactly the number of free slots the tracker would hand out.
+* Building the tree is linear in the number of devices.
+"""
+
+import dataclasses
+import re
+import uuid as uuid_lib
+
+from nova_pci_mdev import exception
+from nova_pci_mdev.objects import fields
+
+DevType = fields.PciDeviceType
+Status = fields.PciDeviceStatus
+
+#: Namespace of the uuid5 of child provider names (fixed forever: changing
+#: it would orphan every provider already registered in Placement).
+PROVIDER_NAMESPACE = uuid_lib.uuid5(uuid_lib.NAMESPACE_DNS,
+                                    'providers.placement.nova-pci-mdev')
+TRAIT_PREFIX = 'CUSTOM_MDEV_TYPE_'
+DEFAULT_RESOURCE_CLASS = 'VGPU'
+#: Placement's limits and name rules.
+MAX_PROVIDER_NAME_LEN = 200
+MAX_NAME_LEN = 255
+MAX_INT = 2147483647
+CUSTOM_NAME_RE = re.compile(r'^CUSTOM_[A-Z0-9_]+$')
+STANDARD_NAME_RE = re.compile(r'^[A-Z][A-Z0-9_]*$')
+_NON_ALNUM = re.compile(r'[^A-Za-z0-9]')
+_GONE = (Status.REMOVED, Status.DELETED)
+_IN_USE = (Status.CLAIMED, Status.ALLOCATED)
+_BLOCKED_BY_PARENT = (Status.UNCLAIMABLE, Status.UNAVAILABLE)
+
+
+def _invalid(field, value, rule):
+    return exception.InvalidValue(field=field, value=value, rule=rule)
+
+
+def resource_class_trait_name(mdev_type):
+    """The trait of an mdev type: nvidia-35 -> CUSTOM_MDEV_TYPE_NVIDIA_35.
+
+    Upper-cased, every character that is not a letter or digit becomes
+    ``_``. Raises InvalidValue for an empty or over-long result.
+    """
+    if not isinstance(mdev_type, str) or not mdev_type:
+        raise _invalid('mdev type', mdev_type, 'expected a non-empty string')
+    name = TRAIT_PREFIX + _NON_ALNUM.sub('_', mdev_type).upper()
+    if len(name) > MAX_NAME_LEN:
+        raise _invalid('mdev type', mdev_type,
+                       'its trait name %s is longer than %d characters'
+                       % (name, MAX_NAME_LEN))
+    return name
+
+
+def validate_resource_class(value, field='resource class'):
+    """Return ``value`` if it is ``VGPU``-like or ``CUSTOM_[A-Z0-9_]+``."""
+    if (not isinstance(value, str) or len(value) > MAX_NAME_LEN
+            or not (CUSTOM_NAME_RE if value.startswith('CUSTOM_')
+                    else STANDARD_NAME_RE).match(value)):
+        raise _invalid(field, value,
+                       'expected a standard resource class such as VGPU or '
+                       'CUSTOM_ followed by A-Z, 0-9 and "_" (at most %d '
+                       'characters)' % MAX_NAME_LEN)
+    return value
+
+
+def provider_name(nodename, dev_id):
+    """``<nodename>_<dev_id>``: the name of a parent device's provider."""
+    name = '%s_%s' % (nodename, dev_id)
+    if len(name) > MAX_PROVIDER_NAME_LEN:
+        raise _invalid('provider name', name,
+                       'Placement accepts at most %d characters'
+                       % MAX_PROVIDER_NAME_LEN)
+    return name
+
+
+def provider_uuid(name):
+    """The stable uuid of the provider called ``name``."""
+    return str(uuid_lib.uuid5(PROVIDER_NAMESPACE, name))
+
+
+@dataclasses.dataclass(frozen=True)
+class Inventory:
+    """One resource class of a provider, as Placement stores it.
+
+    ``max_unit`` defaults to ``total``. Invariant: 0 <= reserved <= total,
+    1 <= min_unit <= max_unit, step_size >= 1, allocation_ratio > 0.
+    """
+
+    total: int
+    reserved: int = 0
+    min_unit: int = 1
+    max_unit: int = None
+    step_size: int = 1
+    allocation_ratio: float = 1.0
+
+    def __post_init__(self):
+        for name in ('total', 'reserved', 'min_unit', 'max_unit',
+                     'step_size'):
+            value = getattr(self, name)
+            if name == 'max_unit' and value is None:
+                value = max(self.total, 1)
+                object.__setattr__(self, name, value)
+            if (not isinstance(value, int) or isinstance(value, bool)
+                    or not 0 <= value <= MAX_INT):
+                raise _invalid('inventory %s' % name, value,
+                               'expected an integer in 0..%d' % MAX_INT)
+        if self.reserved > self.total:
+            raise _invalid('inventory reserved', self.reserved,
+                           'must not exceed total %d' % self.total)
+        if not 1 <= self.min_unit <= self.max_unit:
+            raise _invalid('inventory min_unit', self.min_unit,
+                           'must be in 1..max_unit (%d)' % self.max_unit)
+        if self.step_size < 1:
+            raise _invalid('inventory step_size', self.step_size,
+                           'must be at least 1')
+        if not self.allocation_ratio > 0:
+            raise _invalid('inventory allocation_ratio',
+                           self.allocation_ratio, 'must be positive')
+
+    def to_dict(self):
+        """The inventory body of Placement's API for this resource class."""
+        return {'total': self.total, 'reserved': self.reserved,
+                'min_unit': self.min_unit, 'max_unit': self.max_unit,
+                'step_size': self.step_size,
+                'allocation_ratio': float(self.allocation_ratio)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Provider:
+    """A resource provider: identity, inventories and traits.
+
+    ``device_address`` is the address of the parent device a child provider
+    stands for (None for the root); the Placement path maps an allocation
+    on the provider back to that parent with it.
+    """
+
+    name: str
+    uuid: str
+    parent_uuid: str = None
+    inventories: dict = dataclasses.field(default_factory=dict)
+    traits: frozenset = frozenset()
+    device_address: str = None
+
+    def to_dict(self):
+        return {'name': self.name, 'uuid': self.uuid,
+                'parent_uuid': self.parent_uuid,
+                'device_address': self.device_address,
+                'inventories': {rc: inv.to_dict() for rc, inv in
+                                sorted(self.inventories.items())},
+                'traits': sorted(self.traits)}
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderTree:
+    """The root provider and its children (sorted by name)."""
+
+    root: Provider
+    children: tuple = ()
+
+    @property
+    def providers(self):
+        """Root first, then the children."""
+        return (self.root,) + tuple(self.children)
+
+    def by_uuid(self):
+        return {p.uuid: p for p in self.providers}
+
+    def to_dict(self):
+        return {'root': self.root.to_dict(),
+                'children': [c.to_dict() for c in self.children]}
+
+
+def _root_inventories(root_inventories):
+    result = {}
+    for rc, inv in (root_inventories or {}).items():
+        validate_resource_class(rc, 'root inventory resource class')
+        result[rc] = inv if isinstance(inv, Inventory) else Inventory(
+            total=inv)
+    return result
+
+
+def _slot_reserved(slot, placement_held):
+    """True if Placement must not count ``slot`` as free."""
+    if slot.status in _BLOCKED_BY_PARENT:
+        return True
+    if slot.status in _IN_USE:
+        return slot.instance_uuid not in placement_held
+    return False
+
+
+def _child(nodename, root_uuid, parent, slots, placement_held):
+    dev_id = parent.dev_id or 'pci_' + _NON_ALNUM.sub('_', parent.address)
+    name = provider_name(nodename, dev_id)
+    extra = parent.extra_info if 'extra_info' in parent else {}
+    rc = validate_resource_class(
+        extra.get('resource_class', DEFAULT_RESOURCE_CLASS),
+        'resource_class of device %s' % parent.address)
+    present = [s for s in slots if s.status not in _GONE
+               and s.mdev_type == parent.mdev_type]
+    total = len(present)
+    if parent.status in _IN_USE:
+        reserved = total
+    else:
+        reserved = sum(1 for s in present
+                       if _slot_reserved(s, placement_held))
+    inventories = {rc: Inventory(total=total, reserved=reserved)} if (
+        total) else {}
+    return Provider(name=name, uuid=provider_uuid(name),
+                    parent_uuid=root_uuid, inventories=inventories,
+                    traits=frozenset(
+                        [resource_class_trait_name(parent.mdev_type)]),
+                    device_address=parent.address)
+
+
+def build_provider_tree(nodename, root_uuid, devices, placement_held=(),
+                        root_inventories=None, root_traits=()):
+    """Return the :class:`ProviderTree` of a host from its tracked devices.
+
+    :param nodename: the compute node name (root provider name, prefix of
+        the children's names).
+    :param root_uuid: the compute node's provider uuid.
+    :param devices: iterable of PciDevice objects (the tracker's devices).
+    :param placement_held: instance uuids whose slots were claimed through
+        the Placement path (their usage is Placement's allocations).
+    :param root_inventories: optional ``{rc: Inventory | int}`` for the
+        root (e.g. VCPU, MEMORY_MB for a scheduling test).
+    :param root_traits: optional traits of the root.
+    """
+    if not isinstance(nodename, str) or not nodename:
+        raise _invalid('nodename', nodename, 'expected a non-empty string')
+    try:
+        root_uuid = str(uuid_lib.UUID(str(root_uuid)))
+    except ValueError:
+        raise _invalid('root provider uuid', root_uuid, 'expected a UUID')
+    placement_held = frozenset(placement_held)
+    parents = []
+    slots_by_parent = {}
+    for dev in devices:
+        if dev.dev_type == DevType.MDEV_PF:
+            if dev.status not in _GONE and dev.mdev_type:
+                parents.append(dev)
+        elif dev.dev_type == DevType.MDEV_VF and dev.parent_addr:
+            slots_by_parent.setdefault(dev.parent_addr, []).append(dev)
+    children = [_child(nodename, root_uuid, p,
+                       slots_by_parent.get(p.address, ()), placement_held)
+                for p in parents]
+    children.sort(key=lambda p: p.name)
+    root = Provider(name=nodename, uuid=root_uuid, parent_uuid=None,
+                    inventories=_root_inventories(root_inventories),
+                    traits=frozenset(root_traits))
+    return ProviderTree(root=root, children=tuple(children))

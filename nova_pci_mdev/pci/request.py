@@ -1,0 +1,294 @@
+"""PCI aliases (``[pci] alias``) and the requests a flavor makes of them.
+
+An alias has Nova's keys (``name``, ``vendor_id``, ``product_id``,
+``device_type``, ``numa_policy``, ``capability_type``, ``resource_class``,
+``traits``, ``live_migratable``) plus ``mdev_type``. ``device_type`` accepts
+``type-PCI``, ``type-PF``, ``type-VF``, ``vdpa``, ``mdev-pf`` and
+``mdev-vf``; an alias with ``mdev_type`` and no ``device_type`` asks for
+``mdev-vf``.
+
+Invariants:
+
+* An :class:`AliasTable` maps a name to one :class:`Alias`. All entries of
+  one name agree on the NUMA policy (absent means ``legacy``) and on the
+  device type (Nova refuses the others); their specs are ORed, in
+  configuration order.
+* A spec dict holds strings only, with keys among ``vendor_id``,
+  ``product_id`` (four lower-case hex digits), ``dev_type``, ``mdev_type``
+  and ``live_migratable``. ``resource_class``/``traits`` only matter to
+  Nova's PCI-in-Placement and are accepted and ignored (with a warning);
+  ``capability_type`` is accepted and dropped.
+* :func:`requests_from_extra_specs` is pure, gives every request a fresh
+  ``request_id`` and raises only InvalidExtraSpec / InvalidAlias naming the
+  alias and the value. The flavor's ``hw:pci_numa_affinity_policy`` wins
+  over the alias' ``numa_policy``, as in Nova.
+"""
+
+import dataclasses
+import re
+import uuid
+
+from nova_pci_mdev import exception
+from nova_pci_mdev import names
+from nova_pci_mdev.objects import fields
+from nova_pci_mdev.objects import instance_pci_request
+from nova_pci_mdev.pci import devspec
+
+DevType = fields.PciDeviceType
+Policy = fields.PCINUMAAffinityPolicy
+
+ALIAS_SPEC = 'pci_passthrough:alias'
+NUMA_POLICY_SPEC = 'hw:pci_numa_affinity_policy'
+ALIAS_KEYS = ('name', 'vendor_id', 'product_id', 'device_type',
+              'numa_policy', 'mdev_type', 'capability_type',
+              'resource_class', 'traits', 'live_migratable')
+IGNORED_KEYS = ('resource_class', 'traits')
+MAX_NAME_LEN = 256
+_ID_RE = re.compile(r'^[0-9a-fA-F]{4}\Z')
+_COUNT_RE = re.compile(r'^[0-9]{1,9}\Z')
+
+
+@dataclasses.dataclass(frozen=True)
+class Alias:
+    """All ``[pci] alias`` entries of one name."""
+
+    name: str
+    numa_policy: str
+    dev_type: str | None
+    specs: tuple
+
+
+def _effective_dev_type(entry):
+    dev_type = entry.get('device_type')
+    if dev_type is None and entry.get('mdev_type') is not None:
+        return DevType.MDEV_VF
+    return dev_type
+
+
+def _parse_entry(entry, bad):
+    """(name, numa_policy, dev_type, spec) of one alias, or None."""
+    before = bad.count
+    if not isinstance(entry, dict):
+        bad(None, devspec.show(entry), 'expected a JSON object')
+        return None
+    unknown = sorted(str(k) for k in entry if k not in ALIAS_KEYS)
+    if unknown:
+        bad(unknown[0], ', '.join(unknown),
+            'unknown key(s); allowed: %s' % ', '.join(ALIAS_KEYS))
+    name = entry.get('name')
+    if not isinstance(name, str) or not name.strip():
+        bad('name', devspec.show(name), 'every alias needs a non-empty name')
+    elif len(name) > MAX_NAME_LEN or ',' in name or ':' in name:
+        bad('name', devspec.show(name), 'at most %d characters, without '
+            '"," or ":" (they separate aliases and counts in %s)'
+            % (MAX_NAME_LEN, ALIAS_SPEC))
+    spec = {}
+    for key in ('vendor_id', 'product_id'):
+        if key in entry:
+            value = entry[key]
+            if isinstance(value, str) and _ID_RE.match(value):
+                spec[key] = value.lower()
+            else:
+                bad(key, devspec.show(value), 'expected 4 hex digits')
+    dev_type = entry.get('device_type')
+    if 'device_type' in entry and dev_type not in DevType.ALL:
+        bad('device_type', devspec.show(dev_type),
+            'expected one of %s' % ', '.join(DevType.ALL))
+    if 'mdev_type' in entry:
+        try:
+            spec['mdev_type'] = devspec.validate_mdev_type(
+                entry['mdev_type'])
+        except exception.Invalid:
+            bad('mdev_type', devspec.show(entry['mdev_type']),
+                names.MDEV_TYPE_RULE)
+        if dev_type in DevType.ALL and dev_type not in DevType.MDEV_TYPES:
+            bad('device_type', devspec.show(dev_type),
+                'an alias with mdev_type asks for %s'
+                % ' or '.join(DevType.MDEV_TYPES))
+    policy = entry.get('numa_policy', Policy.LEGACY)
+    if policy not in Policy.ALL:
+        bad('numa_policy', devspec.show(policy),
+            'expected one of %s' % ', '.join(Policy.ALL))
+    if entry.get('capability_type', 'pci') != 'pci':
+        bad('capability_type', devspec.show(entry['capability_type']),
+            'the only capability type is "pci"')
+    if 'live_migratable' in entry:
+        try:
+            spec['live_migratable'] = devspec.parse_bool_tag(
+                entry['live_migratable'])
+        except ValueError:
+            bad('live_migratable', devspec.show(entry['live_migratable']),
+                'expected a boolean such as "yes" or "no"')
+    for key in IGNORED_KEYS:
+        if key in entry and not isinstance(entry[key], str):
+            bad(key, devspec.show(entry[key]), 'expected a string')
+    if bad.count != before:
+        return None
+    effective = _effective_dev_type(entry)
+    if effective is not None:
+        spec['dev_type'] = effective
+    return name.strip(), policy, effective, spec
+
+
+class _Reporter(object):
+    """Records the problems of one alias entry; ``count`` of errors."""
+
+    def __init__(self, problems, warnings, group, option, label):
+        self.problems, self.warnings = problems, warnings
+        self.group, self.option, self.label = group, option, label
+        self.count = 0
+
+    def __call__(self, key, value, rule, warn=False):
+        cls = exception.ConfigWarning if warn else exception.ConfigError
+        problem = cls(group=self.group, option=self.option, value=value,
+                      rule='%s%s: %s' % (
+                          self.label, ', key "%s"' % key if key else '',
+                          rule), key=key)
+        self.problems.append(problem)
+        if warn:
+            self.warnings.append(problem)
+        else:
+            self.count += 1
+
+
+class AliasTable(object):
+    """Aliases by name; see the module docstring for the invariants."""
+
+    def __init__(self, aliases=(), warnings=()):
+        self._aliases = {a.name: a for a in aliases}
+        self.warnings = tuple(warnings)
+
+    def __repr__(self):
+        return 'AliasTable(%s)' % ', '.join(self._aliases)
+
+    def __contains__(self, name):
+        return name in self._aliases
+
+    def get(self, name):
+        return self._aliases.get(name)
+
+    def names(self):
+        return tuple(self._aliases)
+
+    def aliases(self):
+        return tuple(self._aliases.values())
+
+    @classmethod
+    def from_config(cls, values):
+        """A table from ``[pci] alias`` values, or ConfigErrors."""
+        problems = []
+        table = cls.parse(values, problems)
+        if any(p.severity == 'error' for p in problems):
+            raise exception.ConfigErrors(problems)
+        return table
+
+    @classmethod
+    def parse(cls, values, problems, group='pci', option='alias'):
+        """Parse what is valid; append a ConfigError per problem."""
+        if values is None:
+            values = []
+        elif isinstance(values, str):
+            values = [values]
+        warnings = []
+        merged = {}   # name -> [policy, dev_type, [specs], first label]
+        for number, text in enumerate(values, 1):
+            label = 'entry %d' % number
+
+            bad = _Reporter(problems, warnings, group, option, label)
+            entry = devspec.load_json(text, lambda v, r: bad(None, v, r))
+            if entry is None:
+                continue
+            parsed = _parse_entry(entry, bad)
+            if parsed is None:
+                continue
+            name, policy, dev_type, spec = parsed
+            for key in IGNORED_KEYS:
+                if key in entry:
+                    bad(key, devspec.show(entry[key]), 'ignored: only '
+                        "Nova's PCI in Placement uses it", warn=True)
+            if not (('vendor_id' in spec and 'product_id' in spec)
+                    or 'mdev_type' in spec):
+                bad(None, devspec.show(text), 'alias %s names neither '
+                    'vendor_id and product_id nor mdev_type, so it matches '
+                    'any device (Nova refuses such aliases)' % name,
+                    warn=True)
+            known = merged.get(name)
+            if known is None:
+                merged[name] = [policy, dev_type, [spec], label]
+            elif known[0] != policy:
+                bad('numa_policy', devspec.show(policy),
+                    'alias %s already has numa_policy %s (%s); same-name '
+                    'aliases must agree' % (name, known[0], known[3]))
+            elif known[1] != dev_type:
+                bad('device_type', devspec.show(dev_type),
+                    'alias %s already asks for device_type %s (%s); '
+                    'same-name aliases must agree'
+                    % (name, known[1], known[3]))
+            else:
+                known[2].append(spec)
+        aliases = [Alias(name=n, numa_policy=v[0], dev_type=v[1],
+                         specs=tuple(v[2])) for n, v in merged.items()]
+        return cls(aliases, warnings)
+
+
+def _bad_spec(key, value, reason):
+    return exception.InvalidExtraSpec(key=key, value=value, reason=reason)
+
+
+def flavor_numa_policy(extra_specs):
+    """The flavor's ``hw:pci_numa_affinity_policy`` or None; validated."""
+    policy = extra_specs.get(NUMA_POLICY_SPEC)
+    if policy is None:
+        return None
+    if policy not in Policy.ALL:
+        raise _bad_spec(NUMA_POLICY_SPEC, policy,
+                        'expected one of %s' % ', '.join(Policy.ALL))
+    return policy
+
+
+def parse_alias_spec(value):
+    """``'a:2, b:1'`` -> ``[('a', 2), ('b', 1)]`` or InvalidExtraSpec."""
+    if not isinstance(value, str) or not value.strip():
+        raise _bad_spec(ALIAS_SPEC, value,
+                        'expected NAME:COUNT[,NAME:COUNT...]')
+    result = []
+    for part in value.split(','):
+        name, sep, count = part.partition(':')
+        name, count = name.strip(), count.strip()
+        if not sep or not name:
+            raise _bad_spec(ALIAS_SPEC, value, 'item %r is not NAME:COUNT'
+                            % part.strip())
+        if not _COUNT_RE.match(count) or int(count) < 1:
+            raise _bad_spec(ALIAS_SPEC, value, 'alias %s: count %r is not '
+                            'a positive integer' % (name, count))
+        result.append((name, int(count)))
+    return result
+
+
+def requests_from_extra_specs(extra_specs, aliases):
+    """InstancePCIRequests for a flavor's ``pci_passthrough:alias``.
+
+    Returns ``[]`` when the flavor asks for no alias.
+    """
+    extra_specs = extra_specs or {}
+    policy = flavor_numa_policy(extra_specs)
+    if ALIAS_SPEC not in extra_specs:
+        return []
+    value = extra_specs[ALIAS_SPEC]
+    requests = []
+    for name, count in parse_alias_spec(value):
+        alias = aliases.get(name)
+        if alias is None:
+            raise exception.InvalidAlias(
+                alias=name, reason='%s=%r asks for it but [pci] alias does '
+                'not define it (defined: %s)' % (
+                    ALIAS_SPEC, value, ', '.join(aliases.names()) or 'none'))
+        requests.append(instance_pci_request.InstancePCIRequest(
+            count=count,
+            spec=[dict(spec) for spec in alias.specs],
+            alias_name=name,
+            numa_policy=policy or alias.numa_policy,
+            request_id=str(uuid.uuid4()),
+            requester_id=None,
+            is_new=False))
+    return requests

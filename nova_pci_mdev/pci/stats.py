@@ -1,0 +1,547 @@
+"""PCI stats: pools of interchangeable free devices, and NUMA policies.
+
+A pool gathers the free devices that agree on vendor_id, product_id,
+dev_type, mdev_type, numa_node and device-spec tags (its *key*). The
+scheduler sees pools and counts only; the compute host's pools also hold the
+devices themselves, so that a claim can name concrete devices.
+
+Invariants:
+
+* a device is known to at most one pool, under its key; a pool's ``count`` is
+  the number of free devices it holds (plus, for pools built from counts
+  only, the ``spare`` count it was given);
+* a pool holds only devices that were ``available`` when last added; devices
+  in other statuses are remembered as *busy* (for :meth:`explain`), devices
+  that are removed, deleted or not whitelisted are forgotten;
+* every operation costs O(1) per device touched plus O(pools) per request:
+  devices sit in ordered dicts keyed by address, never scanned in a loop;
+* parent pools (``type-PF``, ``mdev-pf``) and ``vdpa`` pools serve a request
+  only when its spec names that dev_type; a pool tagged
+  ``remote_managed=true`` only when the spec asks for it;
+* ``support_requests`` and ``explain`` never change anything;
+  ``consume_requests`` and ``apply_requests`` change all or nothing.
+
+NUMA policies (``hw:pci_numa_affinity_policy``, as Nova documents them;
+``numa_cells`` None or empty means the instance has no NUMA topology and
+nothing is filtered):
+
+* ``required``: the device's node is one of the instance's cells;
+* ``legacy`` (also when the request has no policy): as ``required``, but a
+  device that reports no NUMA node is acceptable too;
+* ``preferred``: any device, affine ones first;
+* ``socket``: the device's node is on the socket of one of the instance's
+  cells (devices without a node never qualify). If a host cell has no socket
+  id the policy degrades to ``required``, which is what Nova ends up doing.
+
+Affine devices are always taken first, so with enough of them every policy
+behaves like ``required``. Within a pool, devices whose
+``extra_info['mdev_exists'] == 'true'`` (mdevs already present) go before
+those that would have to be created; otherwise devices go in the order they
+were added.
+"""
+
+import collections
+import itertools
+
+from nova_pci_mdev import exception
+from nova_pci_mdev.objects import fields
+from nova_pci_mdev.objects import pci_device_pool
+
+DevType = fields.PciDeviceType
+Status = fields.PciDeviceStatus
+Policy = fields.PCINUMAAffinityPolicy
+
+#: Pools of these dev_types serve only specs that name the dev_type.
+EXPLICIT_DEV_TYPES = frozenset((DevType.SRIOV_PF, DevType.MDEV_PF,
+                                DevType.VDPA))
+#: Spec and tag keys that Placement matches; pools and matching ignore them.
+IGNORED_KEYS = frozenset(('resource_class', 'traits', 'rp_uuids', 'rp_uuid'))
+REMOTE_MANAGED = 'remote_managed'
+#: Keys compared case-sensitively (sysfs names, numbers).
+_EXACT_KEYS = frozenset(('mdev_type', 'numa_node'))
+_GONE = frozenset((Status.REMOVED, Status.DELETED))
+_BUSY = 'busy'
+
+
+def _norm(key, value):
+    if value is None:
+        return None
+    value = str(value)
+    return value if key in _EXACT_KEYS else value.lower()
+
+
+def _truthy(value):
+    return str(value).lower() in ('true', '1', 'yes', 'on')
+
+
+def _cell_id(cell):
+    return getattr(cell, 'id', cell)
+
+
+class _Pool(object):
+    """Free devices of one key: ``existing`` mdevs first, then the rest."""
+
+    __slots__ = ('key', 'attrs', 'existing', 'other', 'busy', 'spare')
+
+    def __init__(self, key):
+        vendor_id, product_id, dev_type, mdev_type, numa_node, tags = key
+        self.key = key
+        self.attrs = dict(tags)
+        self.attrs.update(vendor_id=vendor_id, product_id=product_id,
+                          dev_type=dev_type, mdev_type=mdev_type,
+                          numa_node=numa_node)
+        self.existing = collections.OrderedDict()
+        self.other = collections.OrderedDict()
+        self.busy = set()
+        self.spare = 0
+
+    dev_type = property(lambda self: self.key[2])
+    numa_node = property(lambda self: self.key[4])
+
+    @property
+    def count(self):
+        return self.spare + len(self.existing) + len(self.other)
+
+    def free_devices(self):
+        return itertools.chain(self.existing.values(), self.other.values())
+
+    def sort_key(self):
+        vendor_id, product_id, dev_type, mdev_type, numa_node, tags = self.key
+        return (vendor_id, product_id, dev_type or '', mdev_type or '',
+                numa_node is None, numa_node or 0,
+                tuple((k, v or '') for k, v in tags))
+
+    def matches(self, spec, restricted=True):
+        """Every key of ``spec`` equals this pool's value.
+
+        With ``restricted`` also apply the rules on parent, vdpa and
+        remote-managed pools.
+        """
+        for key, value in spec.items():
+            if key not in IGNORED_KEYS and (
+                    _norm(key, self.attrs.get(key)) != _norm(key, value)):
+                return False
+        if restricted:
+            if (self.dev_type in EXPLICIT_DEV_TYPES and
+                    _norm('dev_type', spec.get('dev_type')) !=
+                    _norm('dev_type', self.dev_type)):
+                return False
+            if (_truthy(self.attrs.get(REMOTE_MANAGED)) and
+                    not _truthy(spec.get(REMOTE_MANAGED))):
+                return False
+        return True
+
+
+class _Numa(object):
+    """The instance's cells as the policies see them."""
+
+    def __init__(self, topology, numa_cells):
+        self.cell_ids = (frozenset(_cell_id(c) for c in numa_cells)
+                         if numa_cells else None)
+        self.sockets = None
+        self.socket_nodes = None
+        cells = topology.cells if topology is not None else ()
+        if (self.cell_ids is not None and cells and
+                all(c.socket is not None for c in cells)):
+            self.sockets = frozenset(c.socket for c in cells
+                                     if c.id in self.cell_ids)
+            self.socket_nodes = frozenset(c.id for c in cells
+                                          if c.socket in self.sockets)
+
+    def rank(self, numa_node, policy):
+        """0 affine, 1 acceptable, 2 last resort, None not allowed."""
+        if self.cell_ids is None or numa_node in self.cell_ids:
+            return 0
+        if policy == Policy.REQUIRED:
+            return None
+        if policy == Policy.SOCKET:
+            ok = self.socket_nodes is not None and (
+                numa_node in self.socket_nodes)
+            return 1 if ok else None
+        if numa_node is None:
+            return 1
+        return 2 if policy == Policy.PREFERRED else None
+
+
+class _Plan(object):
+    """What one call would take; the pools stay untouched until commit."""
+
+    def __init__(self):
+        self.removed = collections.Counter()   # pool key -> free ones gone
+        self.blocked = set()                   # addresses taken or blocked
+        self.spare = collections.Counter()     # pool key -> spare taken
+        self.cursors = {}
+        self.picks = []                        # (request, device)
+
+    def available(self, pool):
+        return pool.count - self.removed[pool.key]
+
+
+class PciDeviceStats(object):
+    """Pools of one host (see the module docstring for the invariants).
+
+    ``tags_of(dev)`` returns the device-spec tags of a device, or None when
+    no device spec matches it (such a device is not pooled). Without it
+    every device is pooled with no tags.
+    """
+
+    def __init__(self, numa_topology=None, tags_of=None):
+        self.numa_topology = numa_topology
+        self._tags_of = tags_of or (lambda dev: {})
+        self._pools = {}        # key -> _Pool
+        self._where = {}        # address -> (key, 'existing'|'other'|busy)
+        self._ordered = None    # cached pools in sort order
+
+    @classmethod
+    def from_pools(cls, pool_list, numa_topology=None):
+        """Scheduler-side stats: pools with counts, without devices."""
+        stats = cls(numa_topology)
+        for item in pool_list or ():
+            flat = dict(item if isinstance(item, dict) else item.to_dict())
+            count = int(flat.pop('count', 0) or 0)
+            key = cls._key(flat.pop('vendor_id', None),
+                           flat.pop('product_id', None),
+                           flat.pop('dev_type', None),
+                           flat.pop('mdev_type', None),
+                           flat.pop('numa_node', None), flat)
+            stats._pool(key).spare += count
+        return stats
+
+    @staticmethod
+    def _key(vendor_id, product_id, dev_type, mdev_type, numa_node, tags):
+        items = tuple(sorted((k, v) for k, v in tags.items()
+                             if k not in IGNORED_KEYS))
+        return ((vendor_id or '').lower(), (product_id or '').lower(),
+                dev_type, mdev_type, numa_node, items)
+
+    def _pool(self, key):
+        pool = self._pools.get(key)
+        if pool is None:
+            pool = self._pools[key] = _Pool(key)
+            self._ordered = None
+        return pool
+
+    def _pools_in_order(self):
+        if self._ordered is None:
+            self._ordered = sorted(self._pools.values(),
+                                   key=_Pool.sort_key)
+        return self._ordered
+
+    # -- devices -----------------------------------------------------------
+
+    def add_device(self, dev):
+        """Pool ``dev`` if it is available, else remember it as busy.
+
+        Idempotent: call it again whenever a device's status, NUMA node,
+        tags or ``mdev_exists`` changed and it moves where it belongs. A
+        removed/deleted or non-whitelisted device is forgotten.
+        """
+        tags = None if dev.status in _GONE else self._tags_of(dev)
+        if tags is None:
+            self.remove_device(dev)
+            return
+        key = self._key(dev.vendor_id, dev.product_id, dev.dev_type,
+                        dev.mdev_type, dev.numa_node, dict(tags))
+        if dev.status != Status.AVAILABLE:
+            place = _BUSY
+        elif (dev.extra_info or {}).get('mdev_exists') == 'true':
+            place = 'existing'
+        else:
+            place = 'other'
+        old = self._where.get(dev.address)
+        if old == (key, place) and (
+                place == _BUSY or
+                getattr(self._pools[key], place)[dev.address] is dev):
+            return
+        if old is not None:
+            self._detach(dev.address, old)
+        pool = self._pool(key)
+        if place == _BUSY:
+            pool.busy.add(dev.address)
+        else:
+            getattr(pool, place)[dev.address] = dev
+        self._where[dev.address] = (key, place)
+        if old is not None and old[0] != key:
+            self._drop_if_empty(old[0])
+
+    def remove_device(self, dev):
+        """Forget ``dev`` (or an address); a no-op if it is not known."""
+        address = getattr(dev, 'address', dev)
+        where = self._where.pop(address, None)
+        if where is not None:
+            self._detach(address, where)
+            self._drop_if_empty(where[0])
+
+    def _detach(self, address, where):
+        key, place = where
+        pool = self._pools[key]
+        if place == _BUSY:
+            pool.busy.discard(address)
+        else:
+            del getattr(pool, place)[address]
+
+    def _drop_if_empty(self, key):
+        pool = self._pools[key]
+        if not (pool.count or pool.busy):
+            del self._pools[key]
+            self._ordered = None
+
+    def _make_busy(self, address):
+        key, place = self._where[address]
+        if place != _BUSY:
+            self._detach(address, (key, place))
+            self._pools[key].busy.add(address)
+            self._where[address] = (key, _BUSY)
+
+    def devices(self):
+        """Every free device held, pool by pool."""
+        return [dev for pool in self._pools_in_order()
+                for dev in pool.free_devices()]
+
+    def free_by_numa_node(self, requests=None):
+        """numa_node -> free devices (matching any of ``requests``)."""
+        counts = collections.Counter()
+        for pool in self._pools_in_order():
+            if requests is None or any(self._serves(pool, r)
+                                       for r in requests):
+                counts[pool.numa_node] += pool.count
+        return dict(counts)
+
+    def to_pool_list(self, include_empty=False):
+        pools = []
+        for pool in self._pools_in_order():
+            if pool.count or include_empty:
+                vendor_id, product_id, dev_type, mdev_type, numa, tags = (
+                    pool.key)
+                all_tags = dict(tags)
+                all_tags['dev_type'] = dev_type
+                pools.append(pci_device_pool.PciDevicePool(
+                    vendor_id=vendor_id, product_id=product_id,
+                    numa_node=numa, mdev_type=mdev_type, tags=all_tags,
+                    count=pool.count))
+        return pci_device_pool.PciDevicePoolList(objects=pools)
+
+    # -- planning ------------------------------------------------------------
+
+    @staticmethod
+    def _serves(pool, request):
+        return any(pool.matches(spec) for spec in request.spec)
+
+    def _ranked(self, plan, request, numa):
+        """(rank, pool) the request may use, best first."""
+        policy = request.numa_policy or Policy.LEGACY
+        ranked = []
+        for pool in self._pools_in_order():
+            if self._serves(pool, request) and plan.available(pool) > 0:
+                rank = numa.rank(pool.numa_node, policy)
+                if rank is not None:
+                    ranked.append((rank, pool))
+        ranked.sort(key=lambda item: item[0])
+        return ranked
+
+    def _plan_request(self, plan, request, numa):
+        """Take ``request.count`` devices into ``plan``; False if it cannot.
+
+        On False the plan is unchanged.
+        """
+        need = request.count
+        ranked = self._ranked(plan, request, numa)
+        if sum(plan.available(pool) for _, pool in ranked) < need:
+            return False
+        for _, pool in ranked:
+            if need <= 0:
+                break
+            take = min(need, plan.available(pool))
+            need -= take
+            self._take(plan, request, pool, take)
+        return True
+
+    def _take(self, plan, request, pool, n):
+        cursor = plan.cursors.get(pool.key)
+        if cursor is None:
+            cursor = plan.cursors[pool.key] = pool.free_devices()
+        while n:
+            dev = next(cursor, None)
+            if dev is None:
+                break
+            if dev.address in plan.blocked:
+                continue
+            plan.picks.append((request, dev))
+            self._block(plan, dev)
+            n -= 1
+        if n:
+            plan.spare[pool.key] += n
+            plan.removed[pool.key] += n
+
+    def _block(self, plan, dev):
+        """Mark ``dev`` and the relatives it makes unusable as taken."""
+        relatives = list(dev.child_devices or ())
+        if dev.parent_device is not None:
+            relatives.append(dev.parent_device)
+        for each in [dev] + relatives:
+            if each.address in plan.blocked:
+                continue
+            plan.blocked.add(each.address)
+            where = self._where.get(each.address)
+            if where is not None and where[1] != _BUSY:
+                plan.removed[where[0]] += 1
+
+    def _plan(self, requests, numa_cells):
+        numa = _Numa(self.numa_topology, numa_cells)
+        plan = _Plan()
+        for request in requests:
+            if not self._plan_request(plan, request, numa):
+                return None
+        return plan
+
+    def _commit(self, plan):
+        for address in plan.blocked:
+            if address in self._where:
+                self._make_busy(address)
+        for key, n in plan.spare.items():
+            self._pools[key].spare -= n
+        for request, dev in plan.picks:
+            dev.request_id = request.request_id
+        return [dev for _, dev in plan.picks]
+
+    # -- the API -----------------------------------------------------------
+
+    def support_requests(self, requests, numa_cells=None):
+        """Whether all ``requests`` fit together; changes nothing."""
+        return self._plan(requests, numa_cells) is not None
+
+    def apply_requests(self, requests, numa_cells=None):
+        """Take the requests from the pools (counts) or raise, all or nothing.
+
+        Raises PciDeviceRequestFailed with the :meth:`explain` lines.
+        """
+        self.consume_requests(requests, numa_cells)
+
+    def consume_requests(self, requests, numa_cells=None):
+        """Pick devices for all requests, all or nothing.
+
+        Picked devices and the relatives they make unusable (the parent of a
+        picked child, the children of a picked parent) leave the pools (they
+        are remembered as busy). Each picked device gets the ``request_id``
+        of its request; statuses are not changed (the tracker claims).
+        Raises PciDeviceRequestFailed naming every request that cannot be
+        met; nothing changes then.
+        """
+        requests = list(requests)
+        plan = self._plan(requests, numa_cells)
+        if plan is None:
+            raise exception.PciDeviceRequestFailed(
+                reason='; '.join(self.explain(requests, numa_cells)))
+        return self._commit(plan)
+
+    def explain(self, requests, numa_cells=None):
+        """One line per request that cannot be met (in order); changes nothing.
+
+        Requests are taken in order, so a later request sees what the
+        earlier ones took; a request that cannot be met takes nothing.
+        """
+        numa = _Numa(self.numa_topology, numa_cells)
+        plan = _Plan()
+        lines = []
+        for index, request in enumerate(requests):
+            if not self._plan_request(plan, request, numa):
+                lines.append(self._explain_one(plan, index, request, numa))
+        return lines
+
+    # -- explain -----------------------------------------------------------
+
+    def _explain_one(self, plan, index, request, numa):
+        policy = request.numa_policy or Policy.LEGACY
+        free = busy = taken = 0
+        elsewhere = collections.Counter()
+        restricted = collections.Counter()
+        for pool in self._pools_in_order():
+            if not self._serves(pool, request):
+                if any(pool.matches(s, restricted=False)
+                       for s in request.spec):
+                    restricted[_restriction(pool)] += plan.available(pool)
+                continue
+            taken += plan.removed[pool.key]
+            if numa.rank(pool.numa_node, policy) is None:
+                elsewhere[pool.numa_node] += plan.available(pool)
+            else:
+                free += plan.available(pool)
+                busy += len(pool.busy)
+        line = '%s: %d free %s' % (_who(request, index), free,
+                                   ' or '.join(_describe(s)
+                                               for s in request.spec))
+        if numa.cell_ids is not None:
+            line += ' %s, policy %s' % (_where(numa, policy), policy)
+        if busy:
+            line += ' (%d exist but are in use)' % busy
+        line += ', %d requested' % request.count
+        notes = ['%d free %s' % (n, _node(node))
+                 for node, n in sorted(elsewhere.items(),
+                                       key=lambda i: (i[0] is None, i[0]))
+                 if n]
+        if taken:
+            notes.append('%d taken by earlier requests of this call' % taken)
+        notes.extend('%d free devices also match but serve only requests %s'
+                     % (n, why) for why, n in sorted(restricted.items()) if n)
+        return '; '.join([line] + notes)
+
+
+def _who(request, index):
+    if request.alias_name:
+        return 'alias %s' % request.alias_name
+    if request.requester_id:
+        return 'requester %s' % request.requester_id
+    if request.request_id:
+        return 'request %s' % request.request_id
+    return 'request #%d' % index
+
+
+def _restriction(pool):
+    if pool.dev_type in EXPLICIT_DEV_TYPES:
+        return 'naming device_type %s' % pool.dev_type
+    return 'asking for %s=true' % REMOTE_MANAGED
+
+
+def _describe(spec):
+    spec = {k: v for k, v in spec.items() if k not in IGNORED_KEYS}
+    dev_type = spec.pop('dev_type', None)
+    mdev_type = spec.get('mdev_type')
+    if mdev_type and dev_type in (None, DevType.MDEV_VF):
+        spec.pop('mdev_type')
+        noun = '%s slots' % mdev_type
+    else:
+        noun = '%s devices' % dev_type if dev_type else 'devices'
+    first = ('vendor_id', 'product_id', 'mdev_type')
+    keys = [k for k in first if k in spec] + sorted(
+        k for k in spec if k not in first)
+    if keys:
+        noun += ' matching ' + ', '.join('%s=%s' % (k, spec[k]) for k in keys)
+    return noun
+
+
+def _node(node):
+    if node is None:
+        return 'without NUMA affinity'
+    return 'on NUMA node %s' % node
+
+
+def _nodes(ids):
+    ids = sorted(ids)
+    return 'NUMA node%s %s' % ('' if len(ids) == 1 else 's',
+                               ', '.join(str(i) for i in ids))
+
+
+def _where(numa, policy):
+    cells = 'on ' + _nodes(numa.cell_ids)
+    if policy == Policy.LEGACY:
+        return cells + ' or without NUMA affinity'
+    if policy == Policy.PREFERRED:
+        return 'on any NUMA node (preferring %s)' % _nodes(numa.cell_ids)
+    if policy == Policy.SOCKET:
+        if numa.socket_nodes is None:
+            return cells + ' (host NUMA cells lack socket ids)'
+        return 'on socket%s %s (%s)' % (
+            '' if len(numa.sockets) == 1 else 's',
+            ', '.join(str(s) for s in sorted(numa.sockets)),
+            _nodes(numa.socket_nodes))
+    return cells

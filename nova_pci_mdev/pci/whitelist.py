@@ -1,0 +1,139 @@
+"""The whitelist: which host devices may be assigned, and with which tags.
+
+Built from the values of ``[pci] device_spec`` (each a JSON object or a
+list of them). An empty whitelist assigns nothing, as in Nova.
+
+Invariants:
+
+* ``match(dev)`` returns the first spec in configuration order that covers
+  ``dev`` (its tags are the device's tags), or None.
+* Matching cost does not grow with the number of specs that name exact
+  values: specs with an exact address are indexed by address, specs with an
+  exact vendor and/or product id by ``(vendor, product)``; only specs
+  without any exact address or id are scanned. Matching N devices is
+  O(N * (candidates + wildcard specs)).
+* ``from_config`` raises :class:`~nova_pci_mdev.exception.ConfigErrors`
+  listing every bad entry, never only the first; ``parse`` appends the same
+  problems to a caller's list and keeps the good entries.
+"""
+
+from nova_pci_mdev import exception
+from nova_pci_mdev.pci import devspec
+
+ANY = devspec.ANY
+
+
+class Whitelist(object):
+    """Indexed device specs; ``specs`` keeps them in configuration order."""
+
+    def __init__(self, specs=(), warnings=()):
+        self.specs = tuple(sorted(specs, key=lambda s: s.position))
+        self.warnings = tuple(warnings)
+        self._by_address = {}
+        self._by_ids = {}
+        self._scan = []
+        for spec in self.specs:
+            exact = spec.address.exact if spec.address is not None else None
+            if exact is not None:
+                self._by_address.setdefault(exact, []).append(spec)
+            elif spec.vendor_id != ANY or spec.product_id != ANY:
+                self._by_ids.setdefault(
+                    (spec.vendor_id, spec.product_id), []).append(spec)
+            else:
+                self._scan.append(spec)
+
+    def __repr__(self):
+        return 'Whitelist(%d specs)' % len(self.specs)
+
+    @classmethod
+    def from_config(cls, values, devname_resolver=None):
+        """A whitelist from ``[pci] device_spec`` values, or ConfigErrors."""
+        problems = []
+        whitelist = cls.parse(values, problems,
+                              devname_resolver=devname_resolver)
+        if any(p.severity == 'error' for p in problems):
+            raise exception.ConfigErrors(problems)
+        return whitelist
+
+    @classmethod
+    def parse(cls, values, problems, devname_resolver=None,
+              group='pci', option='device_spec'):
+        """Parse what is valid; append a ConfigError per problem."""
+        if values is None:
+            values = []
+        elif isinstance(values, str):
+            values = [values]
+
+        def report_entry(value, rule):
+            problems.append(exception.ConfigError(
+                group=group, option=option, value=value, rule=rule))
+
+        specs = []
+        for number, text in enumerate(values, 1):
+            label = 'entry %d' % number
+            data = devspec.load_json(
+                text, lambda v, rule: report_entry(v, label + ': ' + rule))
+            if data is None:
+                continue
+            if isinstance(data, dict):
+                items = [(label, data)]
+            elif isinstance(data, list):
+                items = [('%s.%d' % (label, i), d)
+                         for i, d in enumerate(data, 1)]
+            else:
+                report_entry(devspec.show(text), '%s: expected a JSON object '
+                             'or a list of objects' % label)
+                continue
+            for sub_label, entry in items:
+
+                def report(key, value, rule):
+                    problems.append(exception.ConfigError(
+                        group=group, option=option, value=value, rule=rule,
+                        key=key))
+
+                spec = devspec.parse_spec(
+                    entry, len(specs), sub_label, report,
+                    devname_resolver=devname_resolver)
+                if spec is not None:
+                    specs.append(spec)
+        return cls(specs)
+
+    def _candidate_lists(self, view):
+        yield self._by_address.get(view.address)
+        if view.parent_addr:
+            yield self._by_address.get(view.parent_addr)
+        if self._by_ids:
+            yield self._by_ids.get((view.vendor_id, view.product_id))
+            yield self._by_ids.get((view.vendor_id, ANY))
+            yield self._by_ids.get((ANY, view.product_id))
+        yield self._scan
+
+    def match(self, dev):
+        """The first spec covering ``dev`` (record dict or PciDevice)."""
+        view = devspec.view_of(dev)
+        best = None
+        for candidates in self._candidate_lists(view):
+            for spec in candidates or ():
+                if best is not None and spec.position >= best.position:
+                    break
+                if spec.match(view):
+                    best = spec
+                    break
+        return best
+
+    def matching(self, dev):
+        """Every spec covering ``dev``, in configuration order."""
+        view = devspec.view_of(dev)
+        found = {}
+        for candidates in self._candidate_lists(view):
+            for spec in candidates or ():
+                if spec.position not in found and spec.match(view):
+                    found[spec.position] = spec
+        return [found[k] for k in sorted(found)]
+
+    def unmatched(self, devices):
+        """Specs that cover none of ``devices`` (to report as warnings)."""
+        used = set()
+        for dev in devices:
+            used.update(spec.position for spec in self.matching(dev))
+        return [spec for spec in self.specs if spec.position not in used]

@@ -1,0 +1,169 @@
+"""Text and JSON views of devices, pools and provider trees (no I/O).
+
+Tables are aligned columns a person reads at a glance; JSON uses the
+object field names (``address``, ``dev_type``, ``vendor_id``, ...) so that
+scripts need no translation. Every function returns a string.
+"""
+
+import json
+
+from nova_pci_mdev.objects import fields
+
+DevType = fields.PciDeviceType
+Status = fields.PciDeviceStatus
+
+DEVICE_KEYS = ('address', 'dev_type', 'vendor_id', 'product_id', 'mdev_type',
+               'parent_addr', 'numa_node', 'status', 'instance_uuid',
+               'dev_id', 'label', 'request_id')
+
+
+def to_json(value):
+    return json.dumps(value, indent=2, sort_keys=True)
+
+
+def table(headers, rows):
+    """Aligned columns; ``None`` shows as ``-``."""
+    cells = [[('-' if v is None else str(v)) for v in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        widths = [max(w, len(v)) for w, v in zip(widths, row)]
+    line = '  '.join('%-*s' for _ in headers)
+    out = [(line % tuple(x for pair in zip(widths, headers)
+                         for x in pair)).rstrip(),
+           '  '.join('-' * w for w in widths)]
+    for row in cells:
+        out.append((line % tuple(x for pair in zip(widths, row)
+                                 for x in pair)).rstrip())
+    return '\n'.join(out)
+
+
+# -- devices ---------------------------------------------------------------
+
+def device_dict(dev):
+    out = {key: (getattr(dev, key) if key in dev else None)
+           for key in DEVICE_KEYS}
+    out['extra_info'] = dict(dev.extra_info) if 'extra_info' in dev else {}
+    return out
+
+
+def _ids(dev):
+    if dev.vendor_id or dev.product_id:
+        return '%s:%s' % (dev.vendor_id, dev.product_id)
+    return 'virtual'
+
+
+def _owner(dev):
+    if dev.instance_uuid:
+        return '%s %s' % (dev.status, dev.instance_uuid)
+    return dev.status
+
+
+def _flags(dev, whitelisted):
+    flags = []
+    extra = dev.extra_info if 'extra_info' in dev else {}
+    if extra.get('missing') == 'true':
+        flags.append('MISSING from host')
+    if not whitelisted:
+        flags.append('not whitelisted')
+    return (' [%s]' % ', '.join(flags)) if flags else ''
+
+
+def device_tree(devices, whitelisted=lambda dev: True):
+    """NUMA node -> parent -> slots/VFs, with status and instance.
+
+    Free slots whose mdev does not exist yet are summed up in one line per
+    parent; every slot that exists or is in use has a line of its own.
+    """
+    by_addr = {d.address: d for d in devices}
+    children = {}
+    roots = []
+    for dev in devices:
+        if dev.parent_addr and dev.parent_addr in by_addr:
+            children.setdefault(dev.parent_addr, []).append(dev)
+        else:
+            roots.append(dev)
+    nodes = {}
+    for dev in roots:
+        nodes.setdefault(dev.numa_node, []).append(dev)
+    lines = []
+    for node in sorted(nodes, key=lambda n: (n is None, n or 0)):
+        lines.append('NUMA node %s' % ('unknown' if node is None else node))
+        for dev in sorted(nodes[node], key=lambda d: d.address):
+            head = '  %-14s %-8s %-10s' % (dev.address, dev.dev_type,
+                                           _ids(dev))
+            if dev.dev_type == DevType.MDEV_PF:
+                rc = dev.extra_info.get('resource_class')
+                head += ' %s' % (dev.mdev_type or '(no enabled type)')
+                if rc:
+                    head += ' -> %s' % rc
+            lines.append('%s  %s%s' % (head, _owner(dev),
+                                       _flags(dev, whitelisted(dev))))
+            kids = sorted(children.get(dev.address, ()),
+                          key=lambda d: d.address)
+            spare = [k for k in kids if k.dev_type == DevType.MDEV_VF
+                     and k.status == Status.AVAILABLE
+                     and k.extra_info.get('mdev_exists') != 'true']
+            shown = [k for k in kids if k not in spare]
+            for i, kid in enumerate(shown):
+                last = i == len(shown) - 1 and not spare
+                branch = '`-' if last else '|-'
+                what = kid.mdev_type if kid.dev_type == DevType.MDEV_VF else (
+                    _ids(kid))
+                state = ''
+                if kid.dev_type == DevType.MDEV_VF:
+                    state = (' mdev exists' if kid.extra_info.get(
+                        'mdev_exists') == 'true' else ' mdev to create')
+                lines.append('    %s %-36s %-8s %-12s %s%s%s' % (
+                    branch, kid.address, kid.dev_type, what, _owner(kid),
+                    state, _flags(kid, whitelisted(kid))))
+            if spare:
+                lines.append('    `- + %d available %s slot(s), mdev created '
+                             'on claim' % (len(spare), dev.mdev_type))
+    return '\n'.join(lines)
+
+
+# -- pools and inventory ---------------------------------------------------
+
+def pool_dicts(pools):
+    out = []
+    for pool in pools:
+        tags = dict(pool.tags)
+        out.append({'vendor_id': pool.vendor_id,
+                    'product_id': pool.product_id,
+                    'dev_type': tags.pop('dev_type', None),
+                    'mdev_type': pool.mdev_type,
+                    'numa_node': pool.numa_node,
+                    'tags': tags, 'count': pool.count})
+    return out
+
+
+def pool_table(pools):
+    rows = []
+    for p in pool_dicts(pools):
+        tags = ','.join('%s=%s' % kv for kv in sorted(p['tags'].items()))
+        rows.append((p['numa_node'], p['dev_type'], p['vendor_id'] or '-',
+                     p['product_id'] or '-', p['mdev_type'], tags or None,
+                     p['count']))
+    rows.sort(key=lambda r: (r[0] is None, r[0] or 0, r[1], r[4] or ''))
+    return table(('numa_node', 'dev_type', 'vendor_id', 'product_id',
+                  'mdev_type', 'tags', 'count'), rows)
+
+
+def inventory_dict(tree):
+    return tree.to_dict()
+
+
+def inventory_table(tree):
+    rows = []
+    for prov in tree.children:
+        traits = ','.join(sorted(prov.traits))
+        if not prov.inventories:
+            rows.append((prov.name, prov.device_address, None, 0, 0, traits))
+        for rc, inv in sorted(prov.inventories.items()):
+            rows.append((prov.name, prov.device_address, rc, inv.total,
+                         inv.reserved, traits))
+    head = 'compute node %s (provider %s)' % (tree.root.name, tree.root.uuid)
+    if not rows:
+        return head + '\n(no mdev parent exposes a type: no child provider)'
+    return head + '\n' + table(('provider', 'parent', 'resource_class',
+                                'total', 'reserved', 'traits'), rows)

@@ -1,0 +1,341 @@
+"""One compute host's PCI and mdev service: resources, claims, spawn.
+
+:class:`ComputeHost` joins the pieces DESIGN section 4 describes: the libvirt
+adapter (``host``: discovery and NUMA topology), the validated
+configuration (``settings``), the state store, the tracker and the mdev
+lifecycle. It holds no device state of its own: every operation is one
+:meth:`ComputeHost.session`, i.e. one store transaction in which a tracker
+is loaded, synced with the hypervisor, used, and saved. Two processes on one
+state directory therefore never hand out the same device.
+
+The two request paths end in the same tracker:
+
+* **alias path**: ``pci_passthrough:alias`` requests are fitted to the
+  host's NUMA cells (``hw:numa_nodes``, ``hw:pci_numa_affinity_policy``)
+  and claimed from the pools;
+* **Placement path**: an allocation on a parent's provider (from a real
+  Placement, or chosen locally by :func:`local_allocations` when there is
+  none) becomes slots of that parent claimed in the tracker.
+
+Then every claimed slot gets its mdev (created if needed, all or nothing),
+the devices are allocated, and the guest gets one ``<hostdev>`` each. A
+failure at any step leaves the store as it was and no mdev created by the
+failed step behind.
+
+Invariants: an instance is recorded in the store iff it holds devices;
+``placement_held`` instances are those whose slots came through the
+Placement path (their slots are not ``reserved`` in the provider tree).
+"""
+
+import contextlib
+import dataclasses
+import uuid as uuid_lib
+
+from nova_pci_mdev import exception
+from nova_pci_mdev import names
+from nova_pci_mdev.objects import fields
+from nova_pci_mdev.pci import manager
+from nova_pci_mdev.pci import numa_fit
+from nova_pci_mdev.pci import placement
+from nova_pci_mdev.virt.libvirt import config as vconfig
+
+DevType = fields.PciDeviceType
+Status = fields.PciDeviceStatus
+
+ROOT_NAMESPACE = uuid_lib.uuid5(uuid_lib.NAMESPACE_DNS,
+                                'compute-nodes.nova-pci-mdev')
+#: Store key of the instance records.
+PATH_ALIAS = 'alias'
+PATH_PLACEMENT = 'placement'
+
+
+class _UsableDevices(object):
+    """The whitelist, minus slots of a type their parent no longer exposes.
+
+    Such slots (existing mdevs left over from an earlier configuration)
+    stay visible to the tracker only while an instance holds them.
+    """
+
+    def __init__(self, whitelist):
+        self._whitelist = whitelist
+
+    def match(self, dev):
+        extra = (dev.get('extra_info') if isinstance(dev, dict)
+                 else (dev.extra_info if 'extra_info' in dev else None))
+        if extra and extra.get('mdev_exposed') == 'false':
+            return None
+        return self._whitelist.match(dev)
+
+
+@dataclasses.dataclass
+class Session:
+    """One consistent view of the host inside a store transaction."""
+
+    tx: object
+    tracker: manager.PciDevTracker
+    report: manager.SyncReport
+    instances: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimResult:
+    instance_uuid: str
+    devices: tuple           # PciDevice objects, in request order
+    numa_cells: tuple | None  # HostCell ids the instance was fitted to
+    allocations: dict        # provider uuid -> {rc: amount}
+    hostdevs: tuple          # LibvirtConfigGuestHostdev* objects
+    created_mdevs: tuple     # UUIDs of mdevs this claim created
+    dry_run: bool = False
+
+    def devices_xml(self):
+        """The guest's ``<devices>`` element with one hostdev per device."""
+        return vconfig.devices_xml(self.hostdevs)
+
+
+class _DryRun(Exception):
+    """Unwinds a session so that its transaction rolls back."""
+
+
+def root_provider_uuid(nodename):
+    return str(uuid_lib.uuid5(ROOT_NAMESPACE, nodename))
+
+
+def hostdev_for(dev):
+    """The guest hostdev config of one claimed device."""
+    if dev.dev_type == DevType.MDEV_VF:
+        return vconfig.LibvirtConfigGuestHostdevMDEV(uuid=dev.address)
+    if not names.is_pci_address(dev.address):
+        raise exception.InvalidValue(
+            field='device', value=dev.address,
+            rule='a virtual mdev parent cannot be passed through whole')
+    return vconfig.LibvirtConfigGuestHostdevPCI(address=dev.address)
+
+
+def _free_slots(tracker, parent):
+    """Available slots of ``parent``: existing mdevs first, then by UUID."""
+    slots = [c for c in parent.child_devices
+             if c.status == Status.AVAILABLE and
+             c.mdev_type == parent.mdev_type]
+    slots.sort(key=lambda s: (s.extra_info.get('mdev_exists') != 'true',
+                              s.address))
+    return slots
+
+
+def local_allocations(tree, tracker, resource_groups, numa_cells=None):
+    """Choose providers for ``resource_groups`` without a Placement service.
+
+    Each (group, resource class) is served by one child provider with
+    enough free slots, preferring providers on the instance's NUMA cells,
+    then by name; returns ``{provider uuid: {rc: amount}}`` or raises
+    RequestNotSatisfiable naming the resource class.
+    """
+    cell_ids = {c.id for c in numa_cells} if numa_cells else set()
+    devices = tracker.devices
+    taken = {}
+    result = {}
+    for suffix, group in sorted(resource_groups.items()):
+        for rc, amount in sorted(group.items()):
+            candidates = []
+            for prov in tree.children:
+                if rc not in prov.inventories:
+                    continue
+                parent = devices.get(prov.device_address)
+                if parent is None:
+                    continue
+                free = len(_free_slots(tracker, parent)) - taken.get(
+                    prov.uuid, 0)
+                if free >= amount:
+                    near = parent.numa_node in cell_ids
+                    candidates.append((not near, prov.name, prov))
+            if not candidates:
+                total = sum(p.inventories[rc].total for p in tree.children
+                            if rc in p.inventories)
+                raise exception.RequestNotSatisfiable(
+                    reason='resources%s:%s=%d: no provider of %s has %d free '
+                           'slot(s) (%d in total on this host)' % (
+                               suffix, rc, amount, rc, amount, total))
+            prov = sorted(candidates, key=lambda c: c[:2])[0][2]
+            taken[prov.uuid] = taken.get(prov.uuid, 0) + amount
+            result.setdefault(prov.uuid, {})
+            result[prov.uuid][rc] = result[prov.uuid].get(rc, 0) + amount
+    return result
+
+
+class ComputeHost(object):
+    """A compute host: hypervisor, configuration, state and mdevs.
+
+    :param host: a :class:`~.host.Host` (or :class:`~.emulated.EmulatedHost`)
+    :param settings: :class:`nova_pci_mdev.conf.settings.Settings`
+    :param store: :class:`nova_pci_mdev.store.SqliteStore`
+    :param mdevs: :class:`~.mdev.MdevManager` over the host's backend
+    :param topology: the host's :class:`nova_pci_mdev.numa.HostTopology`
+    """
+
+    def __init__(self, host, settings, store, mdevs, topology):
+        self.host = host
+        self.settings = settings
+        self.store = store
+        self.mdevs = mdevs
+        self.topology = topology
+        self.nodename = host.hostname
+        self.root_uuid = root_provider_uuid(self.nodename)
+        self._whitelist = _UsableDevices(settings.whitelist)
+
+    # -- the unit of work --------------------------------------------------
+
+    @contextlib.contextmanager
+    def session(self):
+        """Load, sync, yield a :class:`Session`, then save (or roll back)."""
+        records = self.host.discover(self.settings)
+        with self.store.transaction() as tx:
+            tracker = manager.PciDevTracker(self._whitelist, self.topology,
+                                            tx.load_devices())
+            report = tracker.sync(records)
+            yield Session(tx, tracker, report, tx.instances())
+            changed, deleted = tracker.pop_changes()
+            tx.save_devices(changed)
+            tx.delete_devices(deleted)
+
+    # -- read-only views ---------------------------------------------------
+
+    def sync(self):
+        """Sync with the hypervisor; recreate vanished allocated mdevs.
+
+        Returns ``(SyncReport, RecreateReport)``.
+        """
+        with self.session() as s:
+            recreated = self._recreate_vanished(s.tracker)
+            return s.report, recreated
+
+    def _recreate_vanished(self, tracker):
+        slots = [(d.address, d.parent_addr, d.mdev_type)
+                 for d in tracker.devices.values()
+                 if d.dev_type == DevType.MDEV_VF and d.status == Status.
+                 ALLOCATED and d.extra_info.get('mdev_exists') != 'true']
+        return self.mdevs.recreate_vanished(slots)
+
+    def snapshot(self):
+        """``(devices, pools, provider tree, instances)`` after a sync."""
+        with self.session() as s:
+            devices = sorted(s.tracker.devices.values(),
+                             key=lambda d: d.address)
+            pools = s.tracker.stats.to_pool_list()
+            tree = self._tree(s)
+            return devices, pools, tree, dict(s.instances)
+
+    def _placement_held(self, s):
+        return {uuid for uuid, rec in s.instances.items()
+                if rec.get('allocations')}
+
+    def _tree(self, s):
+        return placement.build_provider_tree(
+            self.nodename, self.root_uuid, s.tracker.devices.values(),
+            placement_held=self._placement_held(s))
+
+    def provider_tree(self):
+        with self.session() as s:
+            return self._tree(s)
+
+    # -- claims ------------------------------------------------------------
+
+    def claim(self, instance_uuid, flavor, allocations=None, dry_run=False):
+        """Fit, claim, create mdevs, allocate and record ``instance_uuid``.
+
+        :param flavor: a :class:`nova_pci_mdev.flavor.FlavorRequest`
+        :param allocations: ``{provider uuid: {rc: amount}}`` from Placement
+            for the flavor's ``resources`` groups; chosen locally when None.
+        :param dry_run: compute everything, create and save nothing.
+        """
+        instance_uuid = names.normalize_uuid(instance_uuid, 'instance UUID')
+        result = None
+        try:
+            with self.session() as s:
+                result = self._claim(s, instance_uuid, flavor, allocations,
+                                     dry_run)
+                if dry_run:
+                    raise _DryRun()
+        except _DryRun:
+            pass
+        return result
+
+    def _claim(self, s, instance_uuid, flavor, allocations, dry_run):
+        if instance_uuid in s.instances or s.tracker.devices_of(
+                instance_uuid):
+            raise exception.InvalidValue(
+                field='instance', value=instance_uuid,
+                rule='already holds devices on this host; release it first')
+        cells = numa_fit.fit_instance(self.topology, flavor.numa_nodes,
+                                      flavor.pci_requests, s.tracker.stats)
+        devices = list(s.tracker.claim_instance(
+            instance_uuid, flavor.pci_requests, cells))
+        if flavor.resource_groups:
+            tree = self._tree(s)
+            if allocations is None:
+                allocations = local_allocations(
+                    tree, s.tracker, flavor.resource_groups, cells)
+            devices.extend(self._claim_allocations(
+                s, tree, instance_uuid, allocations))
+        else:
+            allocations = {}
+        slots = [(d.address, d.parent_addr, d.mdev_type) for d in devices
+                 if d.dev_type == DevType.MDEV_VF]
+        hostdevs = tuple(hostdev_for(d) for d in devices)
+        created = ()
+        if not dry_run:
+            created = tuple(self.mdevs.ensure(slots))
+            try:
+                s.tracker.allocate_instance(instance_uuid)
+                s.tx.save_instance(instance_uuid, {
+                    'numa_cells': [c.id for c in cells] if cells else None,
+                    'allocations': allocations,
+                    'devices': [d.address for d in devices],
+                    'pci_requests': [r.alias_name
+                                     for r in flavor.pci_requests],
+                })
+            except Exception:
+                self.mdevs._rollback(list(created))
+                raise
+        return ClaimResult(
+            instance_uuid=instance_uuid, devices=tuple(devices),
+            numa_cells=tuple(c.id for c in cells) if cells else None,
+            allocations=allocations, hostdevs=hostdevs,
+            created_mdevs=created, dry_run=dry_run)
+
+    def _claim_allocations(self, s, tree, instance_uuid, allocations):
+        """Slots for Placement allocations on our child providers."""
+        by_uuid = {p.uuid: p for p in tree.children}
+        addresses = []
+        for prov_uuid, resources in sorted(allocations.items()):
+            prov = by_uuid.get(prov_uuid)
+            if prov is None:
+                if prov_uuid == self.root_uuid:
+                    continue     # VCPU, MEMORY_MB...: not ours to claim
+                raise exception.InvalidValue(
+                    field='allocation provider', value=prov_uuid,
+                    rule='is not a provider of compute node %s'
+                         % self.nodename)
+            parent = s.tracker.devices[prov.device_address]
+            amount = sum(resources.get(rc, 0) for rc in prov.inventories)
+            free = _free_slots(s.tracker, parent)
+            if len(free) < amount:
+                raise exception.RequestNotSatisfiable(
+                    reason='provider %s (%s): %d free slot(s) of %s, %d '
+                           'allocated by Placement' % (
+                               prov.name, parent.address, len(free),
+                               parent.mdev_type, amount))
+            addresses.extend(slot.address for slot in free[:amount])
+        return s.tracker.claim_devices(instance_uuid, addresses,
+                                       request_id=None)
+
+    def release(self, instance_uuid):
+        """Free every device of ``instance_uuid``; returns the freed ones.
+
+        mdevs stay on the host for the next instance (as in Nova). An
+        unknown instance frees nothing.
+        """
+        instance_uuid = names.normalize_uuid(instance_uuid, 'instance UUID')
+        with self.session() as s:
+            freed = s.tracker.free_instance(instance_uuid)
+            if instance_uuid in s.instances:
+                s.tx.delete_instance(instance_uuid)
+            return freed

@@ -1,0 +1,173 @@
+"""A libvirt ``test://`` host with emulated mdevs and a sidecar.
+
+libvirt's test driver reads a host file faithfully but cannot create mdevs,
+gives a custom host no NUMA cells, reports the real machine's hostname and
+(up to libvirt 9) refuses virtual mdev parents such as ``mtty``. For such a
+host this module adds what the driver cannot give:
+
+* a **sidecar** ``<host file stem>_topology.json`` beside the host file
+  (optional): ``hostname``, NUMA ``cells`` and ``extra_node_devices``
+  (node-device XML documents listed as if libvirt had them);
+* an :class:`~.mdev_emulated.EmulatedBackend` in the state directory that
+  holds the host's mdevs. It is seeded once with the mdevs of the host
+  file; afterwards it is the truth: :meth:`EmulatedHost.devices` lists its
+  mdevs instead of the file's, and each parent type's
+  ``availableInstances`` is the file's capacity minus the mdevs the backend
+  holds, exactly as a kernel would report after creating them.
+
+Invariant: for every (parent, type) the host file offers, existing mdevs
+plus ``availableInstances`` stay equal to the file's capacity, so slots
+(and their UUIDs) are the same whatever was created.
+"""
+
+import dataclasses
+import json
+import os
+
+from nova_pci_mdev import exception
+from nova_pci_mdev.virt.libvirt import capabilities
+from nova_pci_mdev.virt.libvirt import host as host_mod
+from nova_pci_mdev.virt.libvirt import mdev_emulated
+from nova_pci_mdev.virt.libvirt import nodedev
+
+SIDECAR_SUFFIX = '_topology.json'
+
+
+@dataclasses.dataclass(frozen=True)
+class Sidecar:
+    path: str | None = None
+    hostname: str | None = None
+    topology: object = None            # numa.HostTopology or None
+    extra_node_devices: tuple = ()     # XML strings
+
+
+def sidecar_path(host_file):
+    """``/a/host.xml`` -> ``/a/host_topology.json``."""
+    stem, _ = os.path.splitext(host_file)
+    return stem + SIDECAR_SUFFIX
+
+
+def load_sidecar(path):
+    """Read a sidecar file; a missing file is an empty sidecar."""
+    if path is None or not os.path.exists(path):
+        return Sidecar()
+    try:
+        with open(path, encoding='utf-8') as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise exception.TopologySidecarInvalid(path=path, reason=str(exc))
+    if not isinstance(data, dict):
+        raise exception.TopologySidecarInvalid(
+            path=path, reason='expected a JSON object')
+    extra = data.get('extra_node_devices', [])
+    if not isinstance(extra, list) or not all(
+            isinstance(x, str) for x in extra):
+        raise exception.TopologySidecarInvalid(
+            path=path, reason='extra_node_devices must be a list of XML '
+                              'strings')
+    hostname = data.get('hostname')
+    if hostname is not None and not isinstance(hostname, str):
+        raise exception.TopologySidecarInvalid(
+            path=path, reason='hostname must be a string')
+    unknown = set(data) - {'_comment', 'hostname', 'cells',
+                           'extra_node_devices'}
+    if unknown:
+        raise exception.TopologySidecarInvalid(
+            path=path, reason='unknown key(s) %s (allowed: hostname, cells, '
+                              'extra_node_devices)' % ', '.join(sorted(unknown)))
+    topology = (capabilities.topology_from_dict({'cells': data['cells']},
+                                                source=path)
+                if 'cells' in data else None)
+    return Sidecar(path=path, hostname=hostname, topology=topology,
+                   extra_node_devices=tuple(extra))
+
+
+def _mdev_node_name(uuid, parent_name):
+    base = 'mdev_' + uuid.replace('-', '_')
+    return '%s_%s' % (base, parent_name) if parent_name else base
+
+
+class EmulatedHost(host_mod.Host):
+    """A test-driver host whose mdevs live in ``<state_dir>/mdevs.json``."""
+
+    def __init__(self, conn, state_dir, sidecar=Sidecar(), nodename=None):
+        super().__init__(conn, nodename or sidecar.hostname)
+        self.sidecar = sidecar
+        self._extra = [d for d in (
+            nodedev.parse_node_device(xml) for xml in
+            sidecar.extra_node_devices) if d is not None]
+        parents, file_mdevs = self._split(self._listed())
+        used = {}
+        for m in file_mdevs:
+            key = (self._parent_address(m, parents), m.mdev_type)
+            used[key] = used.get(key, 0) + 1
+        self._capacity = {}
+        for dev in parents.values():
+            for kind in dev.mdev_types:
+                key = (dev.address, kind.id)
+                self._capacity[key] = (kind.available_instances
+                                       + used.get(key, 0))
+        initial = [(m.uuid, self._parent_address(m, parents), m.mdev_type)
+                   for m in file_mdevs
+                   if self._parent_address(m, parents) is not None]
+        self.backend = mdev_emulated.EmulatedBackend(
+            state_dir, self._capacity, initial=initial)
+
+    def _listed(self):
+        return list(super().devices()) + self._extra
+
+    @staticmethod
+    def _split(devices):
+        parents = {}
+        mdevs = []
+        for dev in devices:
+            if isinstance(dev, nodedev.Mdev):
+                mdevs.append(dev)
+            elif getattr(dev, 'mdev_types', ()):
+                parents[dev.name] = dev
+        return parents, mdevs
+
+    @staticmethod
+    def _parent_address(mdev, parents):
+        parent = parents.get(mdev.parent)
+        if parent is not None:
+            return parent.address
+        return mdev.parent_addr or nodedev.pci_address_from_name(mdev.parent)
+
+    def devices(self, flags=None):
+        """The host file's devices with the backend's mdevs (see module)."""
+        made = self.backend.list()
+        used = {}
+        for info in made.values():
+            key = (info.parent, info.mdev_type)
+            used[key] = used.get(key, 0) + 1
+        result = []
+        name_of = {}
+        for dev in self._listed():
+            if isinstance(dev, nodedev.Mdev):
+                continue
+            if getattr(dev, 'mdev_types', ()):
+                kinds = tuple(dataclasses.replace(
+                    k, available_instances=max(0, self._capacity.get(
+                        (dev.address, k.id), 0) - used.get(
+                        (dev.address, k.id), 0)))
+                    for k in dev.mdev_types)
+                dev = dataclasses.replace(dev, mdev_types=kinds)
+            name_of[dev.address] = dev.name
+            result.append(dev)
+        for info in made.values():
+            parent_name = name_of.get(info.parent)
+            result.append(nodedev.Mdev(
+                name=_mdev_node_name(info.uuid, parent_name),
+                uuid=info.uuid, mdev_type=info.mdev_type,
+                parent=parent_name, parent_addr=info.parent))
+        return result
+
+    def numa_topology(self, sidecar=None):
+        topology = super().numa_topology()
+        if topology.cells:
+            return topology
+        if self.sidecar.topology is not None:
+            return self.sidecar.topology
+        return capabilities.topology_from_numa_nodes(
+            getattr(d, 'numa_node', None) for d in self._listed())

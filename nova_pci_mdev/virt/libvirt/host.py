@@ -1,0 +1,382 @@
+"""Discovery on a libvirt host: devices, mdevs and NUMA topology.
+
+This is the only module of the project that imports ``libvirt``, and it
+does so lazily (:func:`_libvirt`): the connection is injected (real
+``qemu:///system``, the real ``test:///<file>`` driver, or a fake). What a
+connection must offer: ``listAllDevices(flags)`` (devices with ``name()``
+and ``XMLDesc(0)``), ``getCapabilities()``, ``getHostname()`` and
+``getLibVersion()``.
+
+Discovery (:meth:`Host.discover`) makes one ``listAllDevices`` call with
+the PCI_DEV, MDEV_TYPES and MDEV capability flags (a virtual parent such
+as ``mtty`` appears only under MDEV_TYPES), parses every device once
+(:mod:`.nodedev`) and builds device records with dict lookups only
+(:func:`build_records`, pure): linear in the number of devices and slots.
+
+Records (the device record contract of the tracker):
+
+- PCI functions without mdev types: ``type-PCI``, ``type-PF`` (has a
+  ``virt_functions`` capability) or ``type-VF`` (``parent_addr`` = PF);
+- mdev parents (a PCI function with ``mdev_types``, or a virtual parent):
+  ``mdev-pf`` with ``mdev_type`` = the one type it exposes
+  (``settings.exposed_type``), ``extra_info['resource_class']`` when it
+  exposes one, ``extra_info['supported_mdev_types']`` (comma-separated),
+  ``extra_info['virtual'] = 'true'`` and empty vendor/product for virtual
+  parents, ``extra_info['phys_function']`` for an mdev-capable VF;
+- its slots (:mod:`.slots`) as ``mdev-vf`` records: address = mdev UUID,
+  vendor, product and NUMA node of the parent, ``dev_id`` = the mdev's node
+  name (None until libvirt knows the mdev), ``extra_info['mdev_exists']``
+  ``'true'`` for an active mdev, ``'false'`` for a slot still to create or
+  a defined but stopped mdev (``isActive()`` False; it keeps its slot and
+  uses up one available instance), and ``extra_info['mdev_exposed'] =
+  'true'``;
+- existing mdevs of a type the parent does not expose (left over after a
+  configuration change): ``mdev-vf`` records with their own ``mdev_type``
+  and ``extra_info['mdev_exposed'] = 'false'``, so that they stay visible
+  (an instance may hold one) but the tracker must not hand them out.
+
+mdevs whose parent is not an mdev parent of the listing are left out of the
+records (they are still returned by :meth:`Host.list_mdevs`).
+
+Libvirt errors are wrapped exactly once, in
+:class:`~nova_pci_mdev.exception.HypervisorError` naming the device (or
+``connection``/``host capabilities``); project exceptions pass unchanged.
+"""
+
+import collections
+import contextlib
+import dataclasses
+import typing
+
+from nova_pci_mdev import exception
+from nova_pci_mdev import names
+from nova_pci_mdev.objects import fields
+from nova_pci_mdev.virt.libvirt import capabilities
+from nova_pci_mdev.virt.libvirt import nodedev
+from nova_pci_mdev.virt.libvirt import slots
+
+DevType = fields.PciDeviceType
+
+#: libvirt's values of the listAllDevices flags we use (stable ABI); the
+#: real module's constants win when it is importable.
+_FLAG_FALLBACK = {
+    'VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV': 1 << 1,
+    'VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES': 1 << 13,
+    'VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV': 1 << 14,
+}
+
+_error_handler_installed = False
+
+
+def _libvirt():
+    """The ``libvirt`` module, or None when libvirt-python is missing."""
+    try:
+        import libvirt
+    except ImportError:
+        return None
+    return libvirt
+
+
+def _install_error_handler(module):
+    """Silence libvirt's default stderr printing, once per process."""
+    global _error_handler_installed
+    if module is not None and not _error_handler_installed:
+        module.registerErrorHandler(lambda *args: None, None)
+        _error_handler_installed = True
+
+
+def _flag(name):
+    module = _libvirt()
+    return getattr(module, name, _FLAG_FALLBACK[name])
+
+
+def _is_libvirt_error(exc):
+    module = _libvirt()
+    if module is not None and isinstance(exc, module.libvirtError):
+        return True
+    # Doubles (the project's fake libvirt) raise their own class with the
+    # same accessor.
+    return callable(getattr(exc, 'get_error_code', None))
+
+
+def _is_active(dev):
+    """``dev.isActive()``; True when the driver cannot tell (libvirt < 7.3
+    lists active mdevs only; the 9.0 test driver lacks the call)."""
+    try:
+        return bool(dev.isActive())
+    except AttributeError:
+        return True
+    except Exception as exc:
+        if _is_libvirt_error(exc):
+            return True
+        raise
+
+
+@contextlib.contextmanager
+def _hypervisor_call(device):
+    try:
+        yield
+    except exception.NovaPciMdevException:
+        raise
+    except Exception as exc:
+        if not _is_libvirt_error(exc):
+            raise
+        code = exc.get_error_code()
+        raise exception.HypervisorError(
+            device=device, reason='%s (libvirt error code %s)' % (exc, code),
+            code=code) from exc
+
+
+def connect(uri, nodename=None):
+    """A :class:`Host` on ``libvirt.open(uri)`` (read-write)."""
+    module = _libvirt()
+    if module is None:
+        raise exception.HypervisorError(
+            device=uri, reason='libvirt-python is not installed')
+    _install_error_handler(module)
+    with _hypervisor_call(uri):
+        conn = module.open(uri)
+    return Host(conn, nodename=nodename)
+
+
+class MdevLocation(typing.NamedTuple):
+    """Where an mdev lives: its parent's address (None if unknown), type."""
+
+    parent_addr: str | None
+    mdev_type: str
+
+
+# -- pure record building --------------------------------------------------
+
+def _label(vendor_id, product_id):
+    return 'label_%s_%s' % (vendor_id, product_id)
+
+
+def _record(address, vendor_id, product_id, dev_type, numa_node, dev_id,
+            parent_addr=None, mdev_type=None, extra_info=None):
+    return {
+        'address': address,
+        'vendor_id': vendor_id,
+        'product_id': product_id,
+        'dev_type': dev_type,
+        'numa_node': numa_node,
+        'parent_addr': parent_addr,
+        'mdev_type': mdev_type,
+        'label': _label(vendor_id, product_id),
+        'dev_id': dev_id,
+        'extra_info': dict(extra_info or {}),
+    }
+
+
+def _pci_record(dev):
+    if dev.is_vf:
+        dev_type, parent_addr = DevType.SRIOV_VF, dev.phys_function
+    elif dev.is_pf:
+        dev_type, parent_addr = DevType.SRIOV_PF, None
+    else:
+        dev_type, parent_addr = DevType.STANDARD, None
+    return _record(dev.address, dev.vendor_id, dev.product_id, dev_type,
+                   dev.numa_node, dev.name, parent_addr=parent_addr)
+
+
+def _parent_records(nodename, dev, mdevs, settings):
+    """The ``mdev-pf`` record of ``dev`` followed by its ``mdev-vf``s."""
+    virtual = isinstance(dev, nodedev.VirtualParent)
+    vendor_id = '' if virtual else dev.vendor_id
+    product_id = '' if virtual else dev.product_id
+    numa_node = None if virtual else dev.numa_node
+    supported = {t.id: t for t in dev.mdev_types}
+    options = settings.exposed_type(dev.address, tuple(supported))
+    exposed = options.mdev_type if options is not None else None
+
+    extra = {'supported_mdev_types': ','.join(supported)}
+    if virtual:
+        extra['virtual'] = 'true'
+    elif dev.is_vf:
+        extra['phys_function'] = dev.phys_function
+    if options is not None and options.resource_class:
+        extra['resource_class'] = options.resource_class
+    records = [_record(dev.address, vendor_id, product_id, DevType.MDEV_PF,
+                       numa_node, dev.name, mdev_type=exposed,
+                       extra_info=extra)]
+
+    def slot(uuid, mdev_type, found, is_exposed):
+        exists = found is not None and found.active
+        return _record(uuid, vendor_id, product_id, DevType.MDEV_VF,
+                       numa_node, found.name if found else None,
+                       parent_addr=dev.address, mdev_type=mdev_type,
+                       extra_info={
+                           'mdev_exists': 'true' if exists else 'false',
+                           'mdev_exposed': 'true' if is_exposed else 'false',
+                       })
+
+    by_uuid = {m.uuid: m for m in mdevs}
+    if exposed is not None:
+        kind = supported.get(exposed)
+        # An exposed type the parent does not list (configuration naming
+        # the wrong parent) gets slots for its existing mdevs only.
+        available = kind.available_instances if kind is not None else 0
+        mine = [m for m in mdevs if m.mdev_type == exposed]
+        # A defined but stopped mdev keeps its UUID (it is a slot) but does
+        # not hold an instance yet: starting it will take one of the
+        # available instances, so that one is not a creatable slot.
+        stopped = sum(1 for m in mine if not m.active)
+        uuids = slots.slots_for_parent(
+            nodename, dev.address, exposed, [m.uuid for m in mine],
+            max(0, available - stopped), options.max_instances)
+        records.extend(slot(u, exposed, by_uuid.get(u), True)
+                       for u in uuids)
+    others = sorted((m for m in mdevs if m.mdev_type != exposed),
+                    key=lambda m: m.uuid)
+    records.extend(slot(m.uuid, m.mdev_type, m, False) for m in others)
+    return records
+
+
+def _mdev_parent_address(mdev, address_of):
+    """Resolve an mdev's parent node name to an address, or None."""
+    if mdev.parent in address_of:
+        return address_of[mdev.parent]
+    if mdev.parent_addr:
+        try:
+            return names.normalize_address(mdev.parent_addr)
+        except exception.Invalid:
+            return None
+    return nodedev.pci_address_from_name(mdev.parent)
+
+
+def _index(devices):
+    """Split parsed devices; map node names to addresses; check unicity."""
+    address_of = {}
+    owner = {}
+    functions = []
+    mdevs = []
+    for dev in devices:
+        if isinstance(dev, nodedev.Mdev):
+            mdevs.append(dev)
+            key = dev.uuid
+        elif isinstance(dev, (nodedev.PciFunction, nodedev.VirtualParent)):
+            functions.append(dev)
+            address_of[dev.name] = dev.address
+            key = dev.address
+        else:
+            continue
+        if key in owner:
+            raise exception.NodeDeviceXMLInvalid(
+                device=dev.name, reason='address %s is also the address of '
+                'node device %s' % (key, owner[key]))
+        owner[key] = dev.name
+    return functions, mdevs, address_of
+
+
+def build_records(nodename, devices, settings):
+    """Device records from parsed node devices (see the module docstring).
+
+    ``devices``: :mod:`.nodedev` objects (None entries and other kinds are
+    ignored). ``settings``: anything with ``exposed_type(parent_addr,
+    supported_type_ids) -> MdevTypeOptions | None``. Parents come sorted by
+    address, each followed by its slots.
+    """
+    functions, mdevs, address_of = _index(devices)
+    by_parent = collections.defaultdict(list)
+    for mdev in mdevs:
+        by_parent[_mdev_parent_address(mdev, address_of)].append(mdev)
+    records = []
+    for dev in sorted(functions, key=lambda d: d.address):
+        if isinstance(dev, nodedev.VirtualParent) or dev.is_mdev_parent:
+            records.extend(_parent_records(
+                nodename, dev, by_parent.get(dev.address, ()), settings))
+        else:
+            records.append(_pci_record(dev))
+    return records
+
+
+# -- the connection wrapper ------------------------------------------------
+
+class Host:
+    """Discovery on one injected libvirt connection.
+
+    ``nodename`` names the compute node (it seeds slot UUIDs); it defaults
+    to the connection's hostname.
+    """
+
+    def __init__(self, conn, nodename=None):
+        if conn is None:
+            raise exception.InvalidValue(field='connection', value=conn,
+                                         rule='expected a libvirt connection')
+        self._conn = conn
+        self._nodename = nodename
+        _install_error_handler(_libvirt())
+
+    @property
+    def connection(self):
+        return self._conn
+
+    @property
+    def hostname(self):
+        if self._nodename is None:
+            with _hypervisor_call('connection'):
+                self._nodename = self._conn.getHostname()
+        return self._nodename
+
+    @property
+    def lib_version(self):
+        """libvirt's version as an integer (major * 1e6 + minor * 1e3 +
+        micro)."""
+        with _hypervisor_call('connection'):
+            return self._conn.getLibVersion()
+
+    def has_min_version(self, major, minor=0, micro=0):
+        return self.lib_version >= major * 1000000 + minor * 1000 + micro
+
+    def _list(self, flags):
+        with _hypervisor_call('connection'):
+            return self._conn.listAllDevices(flags)
+
+    def devices(self, flags=None):
+        """Parsed node devices (:mod:`.nodedev` objects) of one listing.
+
+        ``flags`` defaults to PCI_DEV | MDEV_TYPES | MDEV. Devices of other
+        kinds are dropped.
+        """
+        if flags is None:
+            flags = (_flag('VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV')
+                     | _flag('VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES')
+                     | _flag('VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV'))
+        parsed = []
+        for dev in self._list(flags):
+            with _hypervisor_call('node device'):
+                name = dev.name()
+            with _hypervisor_call(name):
+                xml = dev.XMLDesc(0)
+            item = nodedev.parse_node_device(xml, device_name=name)
+            if isinstance(item, nodedev.Mdev) and not _is_active(dev):
+                item = dataclasses.replace(item, active=False)
+            if item is not None:
+                parsed.append(item)
+        return parsed
+
+    def discover(self, settings):
+        """Device records of the host for the tracker."""
+        return build_records(self.hostname, self.devices(), settings)
+
+    def numa_topology(self, sidecar=None):
+        """The host's NUMA cells; from ``sidecar`` (a JSON file path) only
+        when the host reports no cells."""
+        with _hypervisor_call('host capabilities'):
+            xml = self._conn.getCapabilities()
+        topology = capabilities.parse_topology(xml)
+        if not topology.cells and sidecar is not None:
+            return capabilities.load_topology_sidecar(sidecar)
+        return topology
+
+    def list_mdevs(self):
+        """``{uuid: MdevLocation(parent_addr, mdev_type)}`` of every active
+        mdev (defined but stopped ones are left out)."""
+        found = self.devices(
+            _flag('VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES')
+            | _flag('VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV'))
+        address_of = {d.name: d.address for d in found
+                      if not isinstance(d, nodedev.Mdev)}
+        return {d.uuid: MdevLocation(_mdev_parent_address(d, address_of),
+                                     d.mdev_type)
+                for d in found if isinstance(d, nodedev.Mdev) and d.active}

@@ -1,0 +1,285 @@
+"""mdev lifecycle through libvirt node devices.
+
+Create = ``nodeDeviceCreateXML`` (a transient mdev) and, on libvirt >= 7.3,
+``nodeDeviceDefineXML`` + ``setAutostart(1)`` on the same XML, which makes it
+persistent (it comes back after a host reboot). Remove = ``destroy`` (if
+active) then ``undefine`` (if persistent). List = the active devices of
+``listAllDevices(CAP_MDEV)``. A defined but inactive mdev (autostart failed
+after a reboot) is started again by :meth:`create` with the same UUID.
+
+Parents are addresses at this interface and node names in libvirt: a PCI
+address maps to ``pci_dddd_bb_ss_f`` by formula; a virtual parent's node
+name is looked up among the ``CAP_MDEV_TYPES`` devices (its address is the
+sysfs name, which may differ from the node name) and cached.
+
+Invariants: names are validated before any XML is built (so no name can
+inject XML); node-device XML is parsed by :mod:`.nodedev` (no DTDs, no
+entities) and built by :mod:`.config`; every libvirt error is wrapped once
+into ``MdevError`` naming the UUID, the parent and the node device, and
+nothing this backend started is left behind when a later step fails. This
+module does not import ``libvirt``: the error class and flag values are
+read from the connection's own module (the real ``libvirt`` or a fake)
+unless passed in.
+"""
+
+import logging
+import sys
+
+from nova_pci_mdev import exception
+from nova_pci_mdev import names
+from nova_pci_mdev.virt.libvirt import config
+from nova_pci_mdev.virt.libvirt import mdev
+from nova_pci_mdev.virt.libvirt import nodedev
+
+LOG = logging.getLogger(__name__)
+
+#: libvirt 7.3.0 added persistent mdevs (define / autostart / undefine).
+MIN_PERSISTENT_MDEV_VERSION = 7003000
+#: Values of libvirt's ``VIR_CONNECT_LIST_NODE_DEVICES_CAP_*`` flags, used
+#: when the connection's module does not define them.
+CAP_MDEV_TYPES = 1 << 13
+CAP_MDEV = 1 << 14
+
+
+def pci_node_name(address):
+    """``0000:84:00.0`` -> ``pci_0000_84_00_0``."""
+    return 'pci_' + address.replace(':', '_').replace('.', '_')
+
+
+def mdev_device_xml(uuid, parent_node, mdev_type):
+    """Node-device XML that creates mdev ``uuid`` under node ``parent_node``.
+
+    All three are validated first (``parent_node`` as a device name), so
+    none can carry markup.
+    """
+    info = mdev.mdev_info(uuid, parent_node, mdev_type)
+    return config.LibvirtConfigNodeDeviceMdev(
+        parent=info.parent, mdev_type=info.mdev_type,
+        uuid=info.uuid).to_xml(pretty=False)
+
+
+class LibvirtNodeDeviceBackend(mdev.MdevBackend):
+    """mdevs managed by libvirt on connection ``conn``.
+
+    ``error_types`` (the libvirt error class) and the list flags default to
+    ``libvirtError`` and ``VIR_CONNECT_LIST_NODE_DEVICES_CAP_*`` of the
+    module that defines the connection's class.
+    """
+
+    def __init__(self, conn, error_types=None):
+        self._conn = conn
+        module = sys.modules.get(type(conn).__module__)
+        if error_types is None:
+            error_types = getattr(module, 'libvirtError', None)
+        if error_types is None:
+            import libvirt      # lazily, only for the error class
+            error_types = libvirt.libvirtError
+        self._errors = error_types
+        self._cap_mdev = getattr(
+            module, 'VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV', CAP_MDEV)
+        self._cap_mdev_types = getattr(
+            module, 'VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES',
+            CAP_MDEV_TYPES)
+        self._persistent = None
+        self._virtual = None        # virtual parent address -> node name
+
+    # -- helpers -----------------------------------------------------------
+
+    @staticmethod
+    def _message(exc):
+        getter = getattr(exc, 'get_error_message', None)
+        return (getter() if getter else None) or str(exc)
+
+    def _fail(self, uuid, parent, action, exc):
+        return exception.MdevError(
+            uuid=uuid, parent=parent, errno=None,
+            reason='%s failed: %s' % (action, self._message(exc)))
+
+    def _list(self, flags, what):
+        try:
+            return self._conn.listAllDevices(flags)
+        except self._errors as exc:
+            raise exception.HypervisorError(
+                device=what,
+                reason='listAllDevices failed: %s' % self._message(exc))
+
+    def persistent(self):
+        """True when libvirt can define mdevs (>= 7.3); asked once."""
+        if self._persistent is None:
+            try:
+                version = self._conn.getLibVersion()
+            except self._errors as exc:
+                raise exception.HypervisorError(
+                    device='libvirt connection',
+                    reason='getLibVersion failed: %s' % self._message(exc))
+            self._persistent = version >= MIN_PERSISTENT_MDEV_VERSION
+        return self._persistent
+
+    def _virtual_parents(self, refresh=False):
+        """{address: node name} of virtual parents (cached)."""
+        if self._virtual is None or refresh:
+            found = {}
+            for dev in self._list(self._cap_mdev_types, 'mdev parents'):
+                try:
+                    parsed = nodedev.parse_node_device(dev.XMLDesc(0),
+                                                       dev.name())
+                except self._errors:
+                    continue            # vanished while listing
+                except exception.Invalid as exc:
+                    LOG.warning('Ignoring node device: %s', exc)
+                    continue
+                if isinstance(parsed, nodedev.VirtualParent):
+                    found[parsed.address] = parsed.name
+            self._virtual = found
+        return self._virtual
+
+    def _node_name(self, parent):
+        """Node name of the parent at address ``parent`` (validated)."""
+        if names.is_pci_address(parent):
+            return pci_node_name(parent)
+        node = self._virtual_parents().get(parent)
+        if node is None:
+            node = self._virtual_parents(refresh=True).get(parent, parent)
+        return node
+
+    def _address(self, found):
+        """Address of the parent of a parsed :class:`nodedev.Mdev`."""
+        if found.parent_addr:
+            return found.parent_addr
+        pci = nodedev.pci_address_from_name(found.parent)
+        if pci is not None:
+            return pci
+        by_node = {n: a for a, n in self._virtual_parents().items()}
+        if found.parent not in by_node:
+            by_node = {n: a for a, n in
+                       self._virtual_parents(refresh=True).items()}
+        return by_node.get(found.parent, found.parent)
+
+    def _entries(self):
+        """[(virNodeDevice, MdevInfo, active)] of every mdev node device."""
+        entries = []
+        for dev in self._list(self._cap_mdev, 'mdev node devices'):
+            try:
+                found = nodedev.parse_node_device(dev.XMLDesc(0), dev.name())
+                if not isinstance(found, nodedev.Mdev):
+                    continue
+                info = mdev.mdev_info(found.uuid, self._address(found),
+                                      found.mdev_type)
+            except self._errors:
+                continue        # vanished while listing
+            except exception.Invalid as exc:
+                LOG.warning('Ignoring node device: %s', exc)
+                continue
+            entries.append((dev, info, self._state(dev, 'isActive', True)))
+        return entries
+
+    def _state(self, dev, method, default):
+        """``dev.isActive()`` / ``isPersistent()``; ``default`` when libvirt
+        is too old to answer (before 7.3 every listed mdev is active and
+        none is persistent)."""
+        try:
+            return bool(getattr(dev, method)())
+        except (self._errors, AttributeError):
+            return default
+
+    def _find(self, uuid):
+        for entry in self._entries():
+            if entry[1].uuid == uuid:
+                return entry
+        return None
+
+    # -- interface ---------------------------------------------------------
+
+    def list(self):
+        return {info.uuid: info for _, info, active in self._entries()
+                if active}
+
+    def create(self, uuid, parent, mdev_type):
+        info = mdev.mdev_info(uuid, parent, mdev_type)
+        found = self._find(info.uuid)
+        if found is not None:
+            self._start_defined(info, *found)
+            return
+        persistent = self.persistent()      # before creating anything
+        node = self._node_name(info.parent)
+        xml = mdev_device_xml(info.uuid, node, info.mdev_type)
+        try:
+            dev = self._conn.nodeDeviceCreateXML(xml, 0)
+        except self._errors as exc:
+            raise self._fail(info.uuid, info.parent,
+                             'nodeDeviceCreateXML of type %s under %s'
+                             % (info.mdev_type, node), exc)
+        if not persistent:
+            return
+        try:
+            defined = self._conn.nodeDeviceDefineXML(xml, 0)
+        except self._errors as exc:
+            error = self._fail(info.uuid, info.parent,
+                               'nodeDeviceDefineXML of type %s under %s'
+                               % (info.mdev_type, node), exc)
+            try:
+                dev.destroy()
+            except self._errors as exc2:
+                error = exception.MdevError(
+                    uuid=info.uuid, parent=info.parent, errno=None,
+                    left_behind=[info.uuid],
+                    reason='%s; destroying the transient mdev failed too: %s'
+                           % (error.kwargs['reason'], self._message(exc2)))
+            raise error
+        try:
+            defined.setAutostart(1)
+        except self._errors as exc:
+            # The mdev exists and is defined; only its start at boot is
+            # missing, which MdevManager.recreate_vanished() covers.
+            LOG.warning('mdev %s on %s: setAutostart failed: %s',
+                        info.uuid, info.parent, self._message(exc))
+
+    def _start_defined(self, info, dev, have, active):
+        if active or have != info:
+            raise exception.MdevError(
+                uuid=info.uuid, parent=info.parent, errno='EEXIST',
+                reason='node device %s already %s with parent %s and type %s'
+                       % (dev.name(), 'exists' if active else 'is defined',
+                          have.parent, have.mdev_type))
+        try:
+            dev.create(0)
+        except self._errors as exc:
+            raise self._fail(info.uuid, info.parent,
+                             'starting defined node device %s' % dev.name(),
+                             exc)
+
+    def remove(self, uuid):
+        uuid = names.normalize_uuid(uuid)
+        found = self._find(uuid)
+        if found is None:
+            raise exception.MdevNotFound(
+                uuid=uuid, parent='unknown', errno='ENOENT',
+                reason='no mdev node device with this UUID')
+        dev, info, active = found
+        persistent = self._state(dev, 'isPersistent', False)
+        try:
+            if active:
+                dev.destroy()
+            if persistent:
+                dev.undefine()
+        except self._errors as exc:
+            raise self._fail(uuid, info.parent,
+                             'removing node device %s' % dev.name(), exc)
+
+    def available(self, parent, mdev_type):
+        parent = names.normalize_address(parent)
+        mdev_type = names.validate_mdev_type(mdev_type)
+        node = self._node_name(parent)
+        try:
+            found = nodedev.parse_node_device(
+                self._conn.nodeDeviceLookupByName(node).XMLDesc(0), node)
+        except self._errors as exc:
+            raise exception.MdevTypeError(
+                mdev_type=mdev_type, parent=parent, errno=None,
+                reason='node device %s: %s' % (node, self._message(exc)))
+        for type_ in getattr(found, 'mdev_types', ()):
+            if type_.id == mdev_type:
+                return type_.available_instances
+        raise exception.MdevTypeError(
+            mdev_type=mdev_type, parent=parent, errno='ENOENT',
+            reason='node device %s does not expose this type' % node)

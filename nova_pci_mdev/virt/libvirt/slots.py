@@ -1,0 +1,105 @@
+"""mdev slots of one parent: which UUIDs the tracker may hand out.
+
+Pure: no I/O. A slot is an mdev the parent hosts (``existing``) or can
+still create (one per ``availableInstances``). The UUID of a slot that does
+not exist yet comes from a fixed sequence::
+
+    slot_uuid(nodename, parent_addr, mdev_type, 0), ... (index 1), ...
+
+so it is the same after a restart, and the mdev later created for the slot
+gets exactly that UUID.
+
+Invariant (the reason for the design): creating the mdev of any creatable
+slot (it becomes existing, ``availableInstances`` drops by one) leaves the
+set returned by :func:`slots_for_parent` unchanged, so a sync after a
+creation changes no identity. Proof sketch: creatable slots are the first
+``k`` UUIDs of the sequence that are not existing; moving one of them to
+the existing set lowers ``k`` by one and removes exactly that UUID from the
+walk, so the remaining ``k - 1`` are the same UUIDs as before.
+
+Cap: ``max_instances`` limits how many slots are *creatable*:
+``creatable = min(available, max_instances - len(existing))`` (not below
+0). Existing mdevs are always returned, even beyond the cap: they are real
+devices that an instance may hold, and an operator lowering the cap must
+not orphan them. So ``len(result) == max(len(existing),
+min(len(existing) + available, max_instances))``.
+"""
+
+import uuid as uuid_lib
+
+from nova_pci_mdev import exception
+from nova_pci_mdev import names
+
+#: Namespace of slot UUIDs; never change it (slot identities derive from it).
+SLOT_NAMESPACE = uuid_lib.UUID('6f1c3a52-5d0e-4c1b-9a7e-0b8f2d4c6e10')
+
+
+def slot_uuid(nodename, parent_addr, mdev_type, index):
+    """The UUID of creatable slot number ``index`` of a parent (uuid5).
+
+    The parent address is normalised first, so ``0000:D8:00.0`` and
+    ``0000:d8:00.0`` give the same UUID.
+    """
+    _check_nodename(nodename)
+    _count(index, 'slot index')
+    return _slot_uuid(nodename, names.normalize_address(parent_addr),
+                      names.validate_mdev_type(mdev_type), index)
+
+
+def _slot_uuid(nodename, parent_addr, mdev_type, index):
+    key = '%s/%s/%s/%d' % (nodename, parent_addr, mdev_type, index)
+    return str(uuid_lib.uuid5(SLOT_NAMESPACE, key))
+
+
+def _check_nodename(nodename):
+    if not nodename or not isinstance(nodename, str):
+        raise exception.InvalidValue(field='nodename', value=nodename,
+                                     rule='expected a non-empty string')
+
+
+def _count(value, field, nullable=False):
+    if value is None and nullable:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise exception.InvalidValue(
+            field=field, value=value,
+            rule='expected an integer >= 0' + (' or None' if nullable
+                                               else ''))
+    return value
+
+
+def creatable_count(existing, available_instances, max_instances):
+    """How many slots beyond the ``existing`` ones may be created."""
+    available = _count(available_instances, 'availableInstances')
+    cap = _count(max_instances, 'max_instances', nullable=True)
+    if cap is None:
+        return available
+    return max(0, min(available, cap - existing))
+
+
+def slots_for_parent(nodename, parent_addr, mdev_type, existing_uuids,
+                     available_instances, max_instances=None):
+    """Slot UUIDs of one parent for its one exposed type.
+
+    ``existing_uuids``: UUIDs of the parent's mdevs of ``mdev_type`` (any
+    order, duplicates ignored). Returns the existing UUIDs (sorted, lower
+    case) followed by the creatable ones in sequence order. Linear in
+    ``len(existing_uuids) + available_instances``.
+    """
+    _check_nodename(nodename)
+    parent_addr = names.normalize_address(parent_addr)
+    names.validate_mdev_type(mdev_type)
+    existing = sorted({names.normalize_uuid(u) for u in existing_uuids})
+    taken = set(existing)
+    wanted = creatable_count(len(existing), available_instances,
+                             max_instances)
+    creatable = []
+    index = 0
+    # Each iteration either adds a slot or skips one existing UUID, so the
+    # loop runs at most len(existing) + wanted times.
+    while len(creatable) < wanted:
+        candidate = _slot_uuid(nodename, parent_addr, mdev_type, index)
+        index += 1
+        if candidate not in taken:
+            creatable.append(candidate)
+    return existing + creatable
