@@ -121,20 +121,31 @@ def cmd_check_config(args, out):
 def cmd_devices(args, out):
     settings = load_settings(args)
     compute = build_compute_host(args, settings)
-    compute.sync()
-    devices, _pools, _tree, _inst = compute.snapshot()
+    _report, recreated = compute.sync()
+    snap = compute.snapshot()
+    unlisted = {d.address for d in snap.unlisted}
+    everything = snap.devices + snap.unlisted
     if args.format == 'json':
-        out.write(render.to_json([render.device_dict(d)
-                                  for d in devices]) + '\n')
+        out.write(render.to_json([
+            dict(render.device_dict(d), whitelisted=d.address not in unlisted)
+            for d in everything]) + '\n')
     else:
-        out.write('host %s: %d devices\n' % (compute.nodename, len(devices)))
-        out.write(render.device_tree(devices) + '\n')
+        out.write('host %s: %d devices (%d whitelisted), %d instance(s)\n' % (
+            compute.nodename, len(everything), len(snap.devices),
+            len(snap.instances)))
+        for uuid in recreated.recreated:
+            out.write('recreated vanished mdev %s\n' % uuid)
+        for uuid, error in sorted(recreated.failed.items()):
+            out.write('could not recreate mdev %s: %s\n' % (uuid, error))
+        out.write(render.device_tree(
+            everything, whitelisted=lambda d: d.address not in unlisted)
+            + '\n')
     return EXIT_OK
 
 
 def cmd_pools(args, out):
     compute = build_compute_host(args, load_settings(args))
-    _devices, pools, _tree, _inst = compute.snapshot()
+    pools = compute.snapshot().pools
     if args.format == 'json':
         out.write(render.to_json(render.pool_dicts(pools)) + '\n')
     else:
@@ -144,11 +155,13 @@ def cmd_pools(args, out):
 
 def cmd_inventory(args, out):
     compute = build_compute_host(args, load_settings(args))
-    tree = compute.provider_tree()
+    snap = compute.snapshot()
     if args.format == 'json':
-        out.write(render.to_json(render.inventory_dict(tree)) + '\n')
+        out.write(render.to_json(render.inventory_dict(
+            snap.tree, snap.placement_used)) + '\n')
     else:
-        out.write(render.inventory_table(tree) + '\n')
+        out.write(render.inventory_table(snap.tree, snap.placement_used)
+                  + '\n')
     return EXIT_OK
 
 
@@ -161,7 +174,14 @@ def _extra_specs(pairs):
                 key='--extra-spec', value=pair,
                 reason='expected KEY=VALUE, e.g. '
                        'pci_passthrough:alias=vGPU:1')
-        specs[key.strip()] = value.strip()
+        key = key.strip()
+        if key in specs:
+            raise exception.InvalidExtraSpec(
+                key=key, value=value.strip(),
+                reason='given twice (a flavor holds one value per key; '
+                       'list several aliases in one value: '
+                       'pci_passthrough:alias=a:1,b:2)')
+        specs[key] = value.strip()
     return specs
 
 
@@ -309,7 +329,7 @@ def main(argv=None, out=None, err=None):
                                     problem))
         return EXIT_INVALID
     except exception.RequestNotSatisfiable as exc:
-        err.write('cannot satisfy the request: %s\n' % exc)
+        err.write('%s\n' % exc)
         return EXIT_UNSATISFIED
     except exception.Invalid as exc:
         err.write('error: %s\n' % exc)

@@ -149,21 +149,35 @@ def pool_table(pools):
                   'mdev_type', 'tags', 'count'), rows)
 
 
-def inventory_dict(tree):
-    return tree.to_dict()
+def inventory_dict(tree, used=None):
+    """The tree; each inventory also gets ``used``: what instances hold
+    through the Placement path (``used`` maps (provider uuid, rc) to it)."""
+    out = tree.to_dict()
+    used = used or {}
+    for prov in [out['root']] + out['children']:
+        for rc, inv in (prov.get('inventories') or {}).items():
+            inv['used'] = used.get((prov['uuid'], rc), 0)
+    return out
 
 
-def inventory_table(tree):
+def inventory_table(tree, used=None):
+    used = used or {}
     rows = []
     for prov in tree.children:
         traits = ','.join(sorted(prov.traits))
         if not prov.inventories:
-            rows.append((prov.name, prov.device_address, None, 0, 0, traits))
+            rows.append((prov.name, prov.device_address, None, 0, 0, 0, 0,
+                         traits))
         for rc, inv in sorted(prov.inventories.items()):
+            held = used.get((prov.uuid, rc), 0)
             rows.append((prov.name, prov.device_address, rc, inv.total,
-                         inv.reserved, traits))
+                         inv.reserved, held,
+                         max(0, inv.total - inv.reserved - held), traits))
     head = 'compute node %s (provider %s)' % (tree.root.name, tree.root.uuid)
     if not rows:
         return head + '\n(no mdev parent exposes a type: no child provider)'
-    return head + '\n' + table(('provider', 'parent', 'resource_class',
-                                'total', 'reserved', 'traits'), rows)
+    legend = ('reserved: held through the alias path or by a parent used '
+              'whole; used: Placement allocations')
+    return '\n'.join((head, table(
+        ('provider', 'parent', 'resource_class', 'total', 'reserved', 'used',
+         'free', 'traits'), rows), legend))

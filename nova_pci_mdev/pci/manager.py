@@ -357,11 +357,10 @@ class PciDevTracker(object):
         family = _family([dev])
         for relative in family:
             self._touch(relative)
-        if False:
+        if is_missing(dev):
             self._forget(dev, unlink=True)
         for relative in family:
-            if self._devs.get(relative.address) is relative:
-                self._refresh(relative)
+            pass
         return [dev]
 
     # -- changes for the store ---------------------------------------------

@@ -34,6 +34,7 @@ import uuid as uuid_lib
 from nova_pci_mdev import exception
 from nova_pci_mdev import names
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.objects import pci_device as objects_pci
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev.pci import numa_fit
 from nova_pci_mdev.pci import placement
@@ -75,6 +76,23 @@ class Session:
     tracker: manager.PciDevTracker
     report: manager.SyncReport
     instances: dict
+    records: list
+    recreated: object     # mdev.RecreateReport of this session's start
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    """What the host holds, for display: tracked devices sorted by address,
+    discovered devices the tracker does not use (not whitelisted), pools,
+    the provider tree, the instance records, and per provider the amount
+    held through the Placement path."""
+
+    devices: list
+    unlisted: list
+    pools: object
+    tree: object
+    instances: dict
+    placement_used: dict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,13 +203,25 @@ class ComputeHost(object):
 
     @contextlib.contextmanager
     def session(self):
-        """Load, sync, yield a :class:`Session`, then save (or roll back)."""
-        records = self.host.discover(self.settings)
+        """Load, recreate, sync, yield a :class:`Session`, then save.
+
+        Allocated slots whose mdev vanished (host reboot) are recreated
+        first, with the same UUID on the same parent, so that their
+        capacity is never offered to anyone else; only then is the host
+        discovered and the tracker synced. An exception rolls it all back.
+        """
         with self.store.transaction() as tx:
+            loaded = tx.load_devices()
+            recreated = self.mdevs.recreate_vanished(
+                [(d.address, d.parent_addr, d.mdev_type) for d in loaded
+                 if d.dev_type == DevType.MDEV_VF
+                 and d.status == Status.ALLOCATED])
+            records = self.host.discover(self.settings)
             tracker = manager.PciDevTracker(self._whitelist, self.topology,
-                                            tx.load_devices())
+                                            loaded)
             report = tracker.sync(records)
-            yield Session(tx, tracker, report, tx.instances())
+            yield Session(tx, tracker, report, tx.instances(), records,
+                          recreated)
             changed, deleted = tracker.pop_changes()
             tx.save_devices(changed)
             tx.delete_devices(deleted)
@@ -199,29 +229,32 @@ class ComputeHost(object):
     # -- read-only views ---------------------------------------------------
 
     def sync(self):
-        """Sync with the hypervisor; recreate vanished allocated mdevs.
+        """Sync with the hypervisor (recreating vanished allocated mdevs).
 
         Returns ``(SyncReport, RecreateReport)``.
         """
         with self.session() as s:
-            recreated = self._recreate_vanished(s.tracker)
-            return s.report, recreated
-
-    def _recreate_vanished(self, tracker):
-        slots = [(d.address, d.parent_addr, d.mdev_type)
-                 for d in tracker.devices.values()
-                 if d.dev_type == DevType.MDEV_VF and d.status == Status.
-                 ALLOCATED and d.extra_info.get('mdev_exists') != 'true']
-        return self.mdevs.recreate_vanished(slots)
+            return s.report, s.recreated
 
     def snapshot(self):
-        """``(devices, pools, provider tree, instances)`` after a sync."""
+        """A :class:`Snapshot` of the host after a sync."""
         with self.session() as s:
-            devices = sorted(s.tracker.devices.values(),
-                             key=lambda d: d.address)
-            pools = s.tracker.stats.to_pool_list()
-            tree = self._tree(s)
-            return devices, pools, tree, dict(s.instances)
+            tracked = s.tracker.devices
+            devices = sorted(tracked.values(), key=lambda d: d.address)
+            unlisted = sorted(
+                (objects_pci.PciDevice.create(rec) for rec in s.records
+                 if rec['address'] not in tracked),
+                key=lambda d: d.address)
+            used = {}
+            for rec in s.instances.values():
+                for prov, res in (rec.get('allocations') or {}).items():
+                    for rc, amount in res.items():
+                        key = (prov, rc)
+                        used[key] = used.get(key, 0) + amount
+            return Snapshot(devices=devices, unlisted=unlisted,
+                            pools=s.tracker.stats.to_pool_list(),
+                            tree=self._tree(s), instances=dict(s.instances),
+                            placement_used=used)
 
     def _placement_held(self, s):
         return {uuid for uuid, rec in s.instances.items()
@@ -282,6 +315,8 @@ class ComputeHost(object):
         hostdevs = tuple(hostdev_for(d) for d in devices)
         created = ()
         if not dry_run:
+            # All or nothing: ensure() removes what it created when one
+            # creation fails; the transaction then rolls the claim back.
             created = tuple(self.mdevs.ensure(slots))
             try:
                 s.tracker.allocate_instance(instance_uuid)
@@ -293,7 +328,8 @@ class ComputeHost(object):
                                      for r in flavor.pci_requests],
                 })
             except Exception:
-                self.mdevs._rollback(list(created))
+                for uuid in created:
+                    self.mdevs.remove_unassigned(uuid, ())
                 raise
         return ClaimResult(
             instance_uuid=instance_uuid, devices=tuple(devices),
