@@ -214,7 +214,8 @@ def cmd_claim(args, out):
         '' if result.numa_cells is None else
         ' on NUMA cell(s) %s' % ','.join(map(str, result.numa_cells))))
     rows = [(d.address, d.dev_type, d.mdev_type, d.parent_addr, d.numa_node,
-             'dry run' if result.dry_run else d.status) for d in result.devices]
+             'dry run' if result.dry_run else d.status)
+            for d in result.devices]
     out.write(render.table(('address', 'dev_type', 'mdev_type', 'parent_addr',
                             'numa_node', 'status'), rows) + '\n')
     if result.created_mdevs:

@@ -72,7 +72,7 @@ def normalize_uuid(value, what='mdev UUID'):
 
 
 def validate_mdev_type(value, what='mdev type'):
-    """Return ``value`` unchanged if it is a safe mdev type name, else raise."""
+    """Return ``value`` if it is a safe mdev type name, else raise."""
     if (not isinstance(value, str) or len(value) > MAX_MDEV_TYPE_LEN
             or not MDEV_TYPE_RE.fullmatch(value) or '..' in value):
         raise exception.InvalidValue(field=what, value=value,

@@ -18,7 +18,7 @@ NOVA_NAMESPACE = 'nova'
 
 
 class NovaPciMdevObjectRegistry(ovo_base.VersionedObjectRegistry):
-    """Keeps ``nova_pci_mdev.objects.<Name>`` at the newest registered class."""
+    """Keeps ``nova_pci_mdev.objects.<Name>`` at the newest version."""
 
     def registration_hook(self, cls, index):
         from nova_pci_mdev import objects

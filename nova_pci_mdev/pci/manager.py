@@ -14,7 +14,8 @@ random sequences of operations):
 * A device is ``claimed``/``allocated`` iff it has an ``instance_uuid``,
   and then it is listed under that instance, and only there, in the
   per-instance index: no device is ever held by two instances.
-* A device is in the pools (``stats``) iff its status is ``available``.
+* A device is in the pools (``stats``) iff its status is ``available``
+  (the pools also remember busy devices, uncounted, to explain refusals).
 * Parent/child consistency: ``child.parent_device`` is the tracked parent
   named by ``child.parent_addr`` (when that is a parent type), and the
   parent lists the child once in ``child_devices``. The status of every
@@ -156,7 +157,10 @@ class PciDevTracker(object):
         return types.MappingProxyType(self._devs)
 
     def devices_of(self, instance_uuid):
-        """The devices ``instance_uuid`` holds, in the order it got them."""
+        """The devices ``instance_uuid`` holds.
+
+        In the order it got them; after a reload, in the store's order.
+        """
         return [self._devs[address]
                 for address in self._by_instance.get(instance_uuid, ())]
 
@@ -360,7 +364,8 @@ class PciDevTracker(object):
         if is_missing(dev):
             self._forget(dev, unlink=True)
         for relative in family:
-            pass
+            if self._devs.get(relative.address) is relative:
+                self._refresh(relative)
         return [dev]
 
     # -- changes for the store ---------------------------------------------

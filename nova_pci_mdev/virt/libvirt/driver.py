@@ -114,6 +114,11 @@ class _DryRun(Exception):
     """Unwinds a session so that its transaction rolls back."""
 
 
+def _slot(dev):
+    """The (uuid, parent, type) an mdev slot device stands for."""
+    return (dev.address, dev.parent_addr, dev.mdev_type)
+
+
 def root_provider_uuid(nodename):
     return str(uuid_lib.uuid5(ROOT_NAMESPACE, nodename))
 
@@ -212,11 +217,12 @@ class ComputeHost(object):
         """
         with self.store.transaction() as tx:
             loaded = tx.load_devices()
+            held = [d for d in loaded if d.dev_type == DevType.MDEV_VF
+                    and d.status in (Status.CLAIMED, Status.ALLOCATED)]
             recreated = self.mdevs.recreate_vanished(
-                [(d.address, d.parent_addr, d.mdev_type) for d in loaded
-                 if d.dev_type == DevType.MDEV_VF
-                 and d.status == Status.ALLOCATED])
-            records = self.host.discover(self.settings)
+                [_slot(d) for d in held if d.status == Status.ALLOCATED])
+            records = self.host.discover(self.settings,
+                                         held=[_slot(d) for d in held])
             tracker = manager.PciDevTracker(self._whitelist, self.topology,
                                             loaded)
             report = tracker.sync(records)
@@ -310,11 +316,10 @@ class ComputeHost(object):
                 s, tree, instance_uuid, allocations))
         else:
             allocations = {}
-        slots = [(d.address, d.parent_addr, d.mdev_type) for d in devices
-                 if d.dev_type == DevType.MDEV_VF]
+        slots = [_slot(d) for d in devices if d.dev_type == DevType.MDEV_VF]
         hostdevs = tuple(hostdev_for(d) for d in devices)
         created = ()
-        if not dry_run:
+        if devices and not dry_run:
             # All or nothing: ensure() removes what it created when one
             # creation fails; the transaction then rolls the claim back.
             created = tuple(self.mdevs.ensure(slots))

@@ -73,8 +73,9 @@ def load_sidecar(path):
                            'extra_node_devices'}
     if unknown:
         raise exception.TopologySidecarInvalid(
-            path=path, reason='unknown key(s) %s (allowed: hostname, cells, '
-                              'extra_node_devices)' % ', '.join(sorted(unknown)))
+            path=path,
+            reason='unknown key(s) %s (allowed: hostname, cells, '
+                   'extra_node_devices)' % ', '.join(sorted(unknown)))
     topology = (capabilities.topology_from_dict({'cells': data['cells']},
                                                 source=path)
                 if 'cells' in data else None)

@@ -290,6 +290,15 @@ def build_records(nodename, devices, settings):
     return records
 
 
+def _vanished(devices, held):
+    """Stopped :class:`~.nodedev.Mdev` stand-ins for held, unlisted slots."""
+    listed = {d.uuid for d in devices if isinstance(d, nodedev.Mdev)}
+    return [nodedev.Mdev(name='mdev_' + uuid.replace('-', '_'), uuid=uuid,
+                         mdev_type=mdev_type, parent_addr=parent_addr,
+                         active=False)
+            for uuid, parent_addr, mdev_type in held if uuid not in listed]
+
+
 # -- the connection wrapper ------------------------------------------------
 
 class Host:
@@ -355,9 +364,18 @@ class Host:
                 parsed.append(item)
         return parsed
 
-    def discover(self, settings):
-        """Device records of the host for the tracker."""
-        return build_records(self.hostname, self.devices(), settings)
+    def discover(self, settings, held=()):
+        """Device records of the host for the tracker.
+
+        ``held``: ``(uuid, parent_addr, mdev_type)`` of slots instances
+        hold. One that the host does not list (it vanished and could not be
+        recreated yet) is counted like a defined but stopped mdev: it keeps
+        its slot and one of the parent's available instances, so that its
+        capacity is never offered as a fresh slot.
+        """
+        devices = self.devices()
+        return build_records(self.hostname,
+                             devices + _vanished(devices, held), settings)
 
     def numa_topology(self, sidecar=None):
         """The host's NUMA cells; from ``sidecar`` (a JSON file path) only

@@ -1,0 +1,197 @@
+"""Whole-cloud invariants, checked on every host after each step.
+
+:func:`problems` returns one line per broken invariant (empty when all
+hold); :func:`verify` raises ``AssertionError`` with all of them. For every
+compute host that is up:
+
+1. **owners**: the tracker's busy devices, per consumer, are exactly the
+   ones the cloud handed out (``cloud.held``); every busy device is
+   ``allocated`` (no claim left half done);
+2. **relatives**: every free device has the status its relatives imply
+   (a parent with an allocated child, or a child of an allocated parent,
+   is ``unavailable``; otherwise ``available``);
+3. **kernel**: every held mdev slot exists on the host with its parent and
+   type; every slot the tracker says exists does; the fake libvirt reports
+   exactly the kernel's mdevs (the udev relay); a parent has exactly as
+   many slots of its type as the kernel has instances of it (existing +
+   available; fake hosts, types without ``max_instances``);
+4. **store**: every consumer holding devices has its instance record
+   listing exactly those devices; no record outlives its consumer;
+5. **domains**: the guests defined on the host are the cloud's, with the
+   hostdevs of their claim;
+6. **Placement** (when the cloud has one): each child provider's
+   inventory equals the host's tree, its usage equals the slots of that
+   parent held through the Placement path, and ``total - reserved - used``
+   equals the parent's free slots: nothing is double-booked across the
+   tracker and Placement.
+"""
+
+from nova_pci_mdev.objects import fields
+from nova_pci_mdev.tests.functional import harness
+
+DevType = fields.PciDeviceType
+Status = fields.PciDeviceStatus
+PARENTS = (DevType.SRIOV_PF, DevType.MDEV_PF)
+CHILDREN = (DevType.SRIOV_VF, DevType.MDEV_VF)
+
+
+def _expected_free_status(dev, devices, children):
+    if dev.dev_type in PARENTS:
+        if any(c.status == Status.ALLOCATED for c in children.get(
+                dev.address, ())):
+            return Status.UNAVAILABLE
+        return Status.AVAILABLE
+    parent = devices.get(dev.parent_addr)
+    if parent is not None and parent.dev_type in PARENTS and (
+            parent.status == Status.ALLOCATED):
+        return Status.UNAVAILABLE
+    return Status.AVAILABLE
+
+
+def host_problems(cloud, sim):
+    out = []
+    name = sim.name
+    snap = sim.compute.snapshot()
+    devices = {d.address: d for d in snap.devices}
+    children = {}
+    for dev in devices.values():
+        if dev.dev_type in CHILDREN and dev.parent_addr:
+            children.setdefault(dev.parent_addr, []).append(dev)
+
+    held = {}
+    for dev in devices.values():
+        if dev.status in harness.BUSY:
+            held.setdefault(dev.instance_uuid, set()).add(dev.address)
+            if dev.status != Status.ALLOCATED:
+                out.append('%s: %s is %s for %s (claim not completed)' % (
+                    name, dev.address, dev.status, dev.instance_uuid))
+        else:
+            want = _expected_free_status(dev, devices, children)
+            if dev.status != want:
+                out.append('%s: free device %s is %s, expected %s' % (
+                    name, dev.address, dev.status, want))
+    expected = {c: set(a) for c, a in cloud.held[name].items() if a}
+    if held != expected:
+        out.append('%s: tracker holds %s, the cloud handed out %s' % (
+            name, _show(held), _show(expected)))
+
+    kernel = sim.kernel_mdevs()
+    for dev in devices.values():
+        if dev.dev_type != DevType.MDEV_VF:
+            continue
+        have = kernel.get(dev.address)
+        if dev.status in harness.BUSY or dev.extra_info.get(
+                'mdev_exists') == 'true':
+            if have != (dev.parent_addr, dev.mdev_type):
+                out.append('%s: slot %s (%s, %s of %s) has mdev %s in the '
+                           'kernel' % (name, dev.address, dev.status,
+                                       dev.mdev_type, dev.parent_addr, have))
+    if sim.udev is not None:
+        if harness.fake_mdevs(sim.fake) != kernel:
+            out.append('%s: libvirt reports mdevs %s, the kernel has %s' % (
+                name, sorted(harness.fake_mdevs(sim.fake)), sorted(kernel)))
+        out.extend(_capacity_problems(sim, devices, children))
+
+    for consumer, addresses in expected.items():
+        record = snap.instances.get(consumer)
+        if record is None or set(record.get('devices') or ()) != addresses:
+            out.append('%s: store record of %s is %s, expected devices %s'
+                       % (name, consumer, record, sorted(addresses)))
+    for consumer in snap.instances:
+        if consumer not in cloud.held[name]:
+            out.append('%s: store keeps a record of %s, which holds nothing '
+                       'here' % (name, consumer))
+
+    if sim.keeps_domains:
+        defined = sim.domains()
+        wanted = {cloud.instances[u].name if u in cloud.instances
+                  else 'instance-%s' % u: g
+                  for u, g in cloud.domains[name].items()}
+        if sorted(defined) != sorted(wanted):
+            out.append('%s: domains %s defined, expected %s' % (
+                name, sorted(defined), sorted(wanted)))
+        for dom_name, guest in wanted.items():
+            if dom_name in defined and (
+                    defined[dom_name].hostdevs != guest.hostdevs):
+                out.append('%s: domain %s has hostdevs %s, expected %s' % (
+                    name, dom_name, defined[dom_name].hostdevs,
+                    guest.hostdevs))
+
+    if cloud.client is not None:
+        out.extend(_placement_problems(cloud, name, snap, devices, children))
+    return out
+
+
+def _capacity_problems(sim, devices, children):
+    """Slots of a parent's exposed type == the instances it has in all."""
+    out = []
+    parents = harness.mdev_parents(sim.fake)
+    for address, (_virtual, totals) in parents.items():
+        parent = devices.get(address)
+        if parent is None or parent.dev_type != DevType.MDEV_PF or (
+                parent.mdev_type not in totals):
+            continue
+        options = sim.settings.mdev_types.get(parent.mdev_type)
+        if options is not None and options.max_instances is not None:
+            continue
+        slots = [c.address for c in children.get(address, ())
+                 if c.mdev_type == parent.mdev_type]
+        if len(slots) != totals[parent.mdev_type]:
+            out.append('%s: parent %s offers %d %s slot(s), the kernel has '
+                       '%d instance(s) of it in all' % (
+                           sim.name, address, len(slots), parent.mdev_type,
+                           totals[parent.mdev_type]))
+    return out
+
+
+def _placement_problems(cloud, name, snap, devices, children):
+    out = []
+    client = cloud.client
+    placement_held = {c for c, r in snap.instances.items()
+                      if r.get('allocations')}
+    for prov in snap.tree.children:
+        _generation, inventories = client.inventories(prov.uuid)
+        usages = client.usages(prov.uuid)
+        parent = devices[prov.device_address]
+        slots = [c for c in children.get(parent.address, ())
+                 if c.mdev_type == parent.mdev_type]
+        for rc, inv in prov.inventories.items():
+            have = inventories.get(rc) or {}
+            if (have.get('total'), have.get('reserved')) != (
+                    inv.total, inv.reserved):
+                out.append('%s: Placement has %s %s, the host reports '
+                           'total %d reserved %d' % (
+                               prov.name, rc, have, inv.total,
+                               inv.reserved))
+            used = usages.get(rc, 0)
+            by_placement = sum(1 for s in slots if s.status in harness.BUSY
+                               and s.instance_uuid in placement_held)
+            if used != by_placement:
+                out.append('%s: Placement counts %d %s used, the tracker '
+                           'holds %d slot(s) for Placement consumers' % (
+                               prov.name, used, rc, by_placement))
+            free = sum(1 for s in slots if s.status == Status.AVAILABLE)
+            if inv.total - inv.reserved - used != free:
+                out.append('%s: Placement offers %d %s, the tracker has %d '
+                           'free slot(s)' % (prov.name, inv.total -
+                                             inv.reserved - used, rc, free))
+    return out
+
+
+def _show(held):
+    return {c: sorted(a) for c, a in sorted(held.items())}
+
+
+def problems(cloud):
+    out = []
+    for name, sim in sorted(cloud.hosts.items()):
+        if sim.up:
+            out.extend(host_problems(cloud, sim))
+    return out
+
+
+def verify(cloud):
+    found = problems(cloud)
+    if found:
+        raise AssertionError('cloud invariants broken:\n  ' +
+                             '\n  '.join(found))

@@ -1,0 +1,355 @@
+"""A tiny cloud over simulated compute hosts: the life of an instance.
+
+:class:`Cloud` plays Nova's API and conductor over
+:class:`~.harness.SimHost`s; everything a host knows comes from the product
+(``ComputeHost.claim``/``release``/``snapshot``), scheduling is
+:mod:`.scheduler`'s. Every guest (boot, move, evacuation) is validated by
+the real libvirt (:class:`~.harness.GuestValidator`) before it is defined
+on its host. After each change a host *reports* (:meth:`Cloud.report`): its
+pools go to the scheduler, its provider tree to Placement.
+
+Bookkeeping the checks compare with the hosts (:mod:`.checks`):
+``held[host][consumer] = addresses`` and ``domains[host][instance] =
+guest``. Moves (resize, cold migration) claim on the destination under the
+*migration* UUID, because ``ComputeHost.claim`` refuses an instance that
+already holds devices on the host (a same-host resize); confirm moves that
+claim to the instance with :func:`adopt_claim` (see its docstring: it is
+the harness standing in for a product API). Evacuation claims under the
+instance UUID on the destination without contacting the source; the
+source drops the stale claim when it comes back (:meth:`Cloud.host_up`,
+Nova's init_host).
+"""
+
+import dataclasses
+import os
+import uuid as uuid_lib
+
+import fixtures
+
+from nova_pci_mdev import conf as conf_mod
+from nova_pci_mdev import flavor as flavor_mod
+from nova_pci_mdev import objects
+from nova_pci_mdev.tests.fixtures import placement as placement_fixture
+from nova_pci_mdev.tests.functional import harness
+from nova_pci_mdev.tests.functional import scheduler
+from nova_pci_mdev.virt.libvirt import config as vconfig
+
+PROJECT = scheduler.PROJECT
+USER = scheduler.USER
+NoValidHost = scheduler.NoValidHost
+ACTIVE = 'ACTIVE'
+VERIFY_RESIZE = 'VERIFY_RESIZE'
+
+
+@dataclasses.dataclass
+class Migration:
+    uuid: str
+    kind: str                 # 'resize' | 'migration'
+    source: str
+    dest: str
+    specs: dict
+    flavor: object
+    devices: tuple = ()
+    allocations: dict = dataclasses.field(default_factory=dict)
+    numa_cells: tuple = None
+    guest: object = None
+
+
+@dataclasses.dataclass
+class Instance:
+    uuid: str
+    specs: dict
+    flavor: object
+    host: str = None
+    devices: tuple = ()
+    allocations: dict = dataclasses.field(default_factory=dict)
+    numa_cells: tuple = None
+    guest: object = None
+    status: str = ACTIVE
+    migration: Migration = None
+
+    @property
+    def name(self):
+        return 'instance-%s' % self.uuid
+
+
+def adopt_claim(compute, old, new):
+    """Move the devices and the store record of consumer ``old`` to ``new``.
+
+    Harness stand-in for the product API this needs (a migration claim
+    that becomes the instance's on confirm): one session frees ``old``'s
+    devices and claims and allocates the same addresses for ``new``, so the
+    slots (and their mdevs) never become free in between. Returns the
+    addresses moved.
+    """
+    with compute.session() as s:
+        if s.tracker.devices_of(new) or new in s.instances:
+            raise AssertionError('%s already holds devices on %s'
+                                 % (new, compute.nodename))
+        record = s.instances.get(old)
+        addresses = [d.address for d in s.tracker.devices_of(old)]
+        s.tracker.free_instance(old)
+        if addresses:
+            s.tracker.claim_devices(new, addresses)
+            s.tracker.allocate_instance(new)
+        if record is not None:
+            s.tx.delete_instance(old)
+            s.tx.save_instance(new, dict(record))
+    return addresses
+
+
+class Cloud(fixtures.Fixture):
+    """Compute hosts, a scheduler and (optionally) a real Placement.
+
+    :param nova_conf: nova.conf text shared by the hosts and the API (the
+        aliases a flavor may name).
+    :param placement: run the real Placement in process and report every
+        host's provider tree to it.
+    """
+
+    def __init__(self, nova_conf, placement=False):
+        super().__init__()
+        self.nova_conf = nova_conf
+        self.use_placement = placement
+
+    def _setUp(self):
+        objects.register_all()
+        self.base = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(self.base, 'nova.conf')
+        with open(path, 'w') as handle:
+            handle.write(self.nova_conf)
+        self.settings = conf_mod.load_settings(conf_mod.new_config([path]))
+        self.validator = harness.GuestValidator()
+        self.addCleanup(self.validator.close)
+        self.placement = self.client = None
+        if self.use_placement:
+            self.placement = self.useFixture(
+                placement_fixture.PlacementFixture())
+            self.client = self.placement.client
+        self.hosts = {}
+        self.instances = {}
+        self.held = {}
+        self.domains = {}
+        self.evacuated = {}
+        self.pools = {}
+        self.providers = {}       # provider uuid -> host name
+        self.reported = {}        # host name -> provider tree in Placement
+        self.scheduler = scheduler.Scheduler(self)
+
+    # -- hosts -------------------------------------------------------------
+
+    def add_host(self, fake, hypervisor=harness.FAKE):
+        """Start the compute host ``fake`` describes; it reports once."""
+        name = fake.hostname
+        if name in self.hosts:
+            raise ValueError('host %s added twice' % name)
+        state_dir = os.path.join(self.base, 'hosts', name)
+        os.makedirs(state_dir)
+        sim = harness.SimHost(name, fake, self.settings, state_dir,
+                              hypervisor)
+        self.addCleanup(sim.stop)
+        self.hosts[name] = sim
+        self.held[name] = {}
+        self.domains[name] = {}
+        sim.start()
+        self.report(sim)
+        return sim
+
+    def report(self, sim):
+        """What a compute host's periodic task does: refresh the
+        scheduler's view (pools) and Placement (provider tree)."""
+        snap = sim.compute.snapshot()
+        self.pools[sim.name] = snap.pools
+        for prov in snap.tree.providers:
+            self.providers[prov.uuid] = sim.name
+        # Like Nova's report client, push the tree only when it changed.
+        if self.client is not None and self.reported.get(
+                sim.name) != snap.tree:
+            self.client.sync_tree(snap.tree)
+            self.reported[sim.name] = snap.tree
+        return snap
+
+    def host_down(self, name):
+        self.hosts[name].crash()
+
+    def host_up(self, name, rebooted=False):
+        """The host comes back (after a reboot if ``rebooted``); like
+        Nova's init_host it drops what evacuated instances left behind."""
+        sim = self.hosts[name]
+        if rebooted:
+            sim.reboot()
+        else:
+            sim.start()
+        for uuid in sorted(self.evacuated.pop(name, ())):
+            sim.compute.release(uuid)
+            self.held[name].pop(uuid, None)
+            sim.undefine_domain(Instance(uuid, {}, None).name)
+            self.domains[name].pop(uuid, None)
+            if self.client is not None:
+                self._drop_host_allocations(uuid, name)
+        self.report(sim)
+        return sim
+
+    def reboot_host(self, name):
+        """Reboot a host; returns the RecreateReport of its first sync."""
+        sim = self.hosts[name]
+        _report, recreated = sim.reboot()
+        self.report(sim)
+        return recreated
+
+    def restart_service(self, name):
+        sim = self.hosts[name]
+        sim.restart_service()
+        self.report(sim)
+        return sim
+
+    def _drop_host_allocations(self, consumer, name):
+        """Remove host ``name``'s providers from the consumer's
+        allocations (what Nova does for an evacuated instance)."""
+        current = self.client.get_allocations(consumer)
+        keep = {rp: a for rp, a in current['allocations'].items()
+                if self.providers.get(rp) != name}
+        if keep != current['allocations']:
+            scheduler.put_allocations(self.client, consumer, current,
+                                      replace=keep)
+
+    # -- spawning ------------------------------------------------------------
+
+    def _spawn(self, sim, inst, consumer, result):
+        guest = vconfig.LibvirtConfigGuest(
+            name=inst.name, uuid=inst.uuid, memory_kb=1048576, vcpus=1,
+            devices=list(result.hostdevs))
+        try:
+            self.validator.validate(guest)
+        except harness.GuestXMLInvalid:
+            sim.compute.release(consumer)
+            if self.client is not None and result.allocations:
+                self.client.delete_allocations(consumer)
+            self.report(sim)
+            raise
+        sim.define_domain(guest.to_xml())
+        self.domains[sim.name][inst.uuid] = guest
+        self.held[sim.name][consumer] = tuple(d.address
+                                              for d in result.devices)
+        return guest
+
+    # -- the instance API ----------------------------------------------------
+
+    def parse(self, specs):
+        return flavor_mod.parse(dict(specs), self.settings.aliases)
+
+    def boot(self, specs, host=None):
+        """Boot an instance of a flavor with extra ``specs``."""
+        flavor = self.parse(specs)
+        inst = Instance(uuid=str(uuid_lib.uuid4()), specs=dict(specs),
+                        flavor=flavor)
+        sim, result = self.scheduler.schedule(
+            inst.uuid, 'instance %s' % inst.uuid, flavor, force=host)
+        inst.guest = self._spawn(sim, inst, inst.uuid, result)
+        inst.host = sim.name
+        inst.devices = tuple(d.address for d in result.devices)
+        inst.allocations = result.allocations
+        inst.numa_cells = result.numa_cells
+        self.instances[inst.uuid] = inst
+        self.report(sim)
+        return inst
+
+    def delete(self, inst):
+        if inst.migration is not None:
+            self.revert_resize(inst)
+        sim = self.hosts[inst.host]
+        sim.compute.release(inst.uuid)
+        sim.undefine_domain(inst.name)
+        self.held[sim.name].pop(inst.uuid, None)
+        self.domains[sim.name].pop(inst.uuid, None)
+        if self.client is not None:
+            self.client.delete_allocations(inst.uuid)
+        del self.instances[inst.uuid]
+        self.report(sim)
+
+    def resize(self, inst, specs, host=None):
+        return self._move(inst, 'resize', specs, host)
+
+    def migrate(self, inst, host=None):
+        """Cold migration: the same flavor on another host."""
+        return self._move(inst, 'migration', inst.specs, host)
+
+    def _move(self, inst, kind, specs, host):
+        if inst.status != ACTIVE:
+            raise ValueError('instance %s is %s' % (inst.uuid, inst.status))
+        flavor = self.parse(specs)
+        mig = Migration(uuid=str(uuid_lib.uuid4()), kind=kind,
+                        source=inst.host, dest=None, specs=dict(specs),
+                        flavor=flavor)
+        # Nova's default allow_resize_to_same_host=False; a forced host
+        # may be the source.
+        sim, result = self.scheduler.schedule(
+            mig.uuid, '%s %s of instance %s' % (kind, mig.uuid, inst.uuid),
+            flavor, exclude=(inst.host,), force=host)
+        mig.dest = sim.name
+        mig.guest = self._spawn(sim, inst, mig.uuid, result)
+        mig.devices = tuple(d.address for d in result.devices)
+        mig.allocations = result.allocations
+        mig.numa_cells = result.numa_cells
+        inst.migration = mig
+        inst.status = VERIFY_RESIZE
+        self.report(sim)
+        return mig
+
+    def confirm_resize(self, inst):
+        mig = inst.migration
+        src, dst = self.hosts[mig.source], self.hosts[mig.dest]
+        src.compute.release(inst.uuid)
+        self.held[src.name].pop(inst.uuid, None)
+        if self.client is not None:
+            self.client.delete_allocations(inst.uuid)
+        if src is not dst:
+            src.undefine_domain(inst.name)
+            self.domains[src.name].pop(inst.uuid, None)
+        adopt_claim(dst.compute, mig.uuid, inst.uuid)
+        self.held[dst.name][inst.uuid] = self.held[dst.name].pop(mig.uuid)
+        self.domains[dst.name][inst.uuid] = mig.guest
+        if self.client is not None and mig.allocations:
+            scheduler.move_allocations(self.client, mig.uuid, inst.uuid)
+        inst.host, inst.specs, inst.flavor = dst.name, mig.specs, mig.flavor
+        inst.devices, inst.allocations = mig.devices, mig.allocations
+        inst.numa_cells, inst.guest = mig.numa_cells, mig.guest
+        inst.migration, inst.status = None, ACTIVE
+        self.report(src)
+        if dst is not src:
+            self.report(dst)
+
+    def revert_resize(self, inst):
+        mig = inst.migration
+        src, dst = self.hosts[mig.source], self.hosts[mig.dest]
+        dst.compute.release(mig.uuid)
+        self.held[dst.name].pop(mig.uuid, None)
+        if self.client is not None and mig.allocations:
+            self.client.delete_allocations(mig.uuid)
+        if dst is not src:
+            dst.undefine_domain(inst.name)
+            self.domains[dst.name].pop(inst.uuid, None)
+        else:
+            src.define_domain(inst.guest.to_xml())
+            self.domains[src.name][inst.uuid] = inst.guest
+        inst.migration, inst.status = None, ACTIVE
+        self.report(dst)
+
+    def evacuate(self, inst, host=None):
+        """Rebuild ``inst`` elsewhere; its host must be down and is not
+        contacted. The source's claim stays until the host comes back."""
+        src = self.hosts[inst.host]
+        if src.up:
+            raise ValueError('cannot evacuate from %s: the compute service '
+                             'is up' % src.name)
+        sim, result = self.scheduler.schedule(
+            inst.uuid, 'evacuation of instance %s' % inst.uuid, inst.flavor,
+            exclude=(src.name,), force=host, merge=True)
+        inst.guest = self._spawn(sim, inst, inst.uuid, result)
+        self.evacuated.setdefault(src.name, set()).add(inst.uuid)
+        inst.host = sim.name
+        inst.devices = tuple(d.address for d in result.devices)
+        inst.allocations = result.allocations
+        inst.numa_cells = result.numa_cells
+        self.report(sim)
+        return sim

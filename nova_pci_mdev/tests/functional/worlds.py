@@ -1,0 +1,213 @@
+"""Named worlds: compute hosts the functional tests run on.
+
+One nova.conf (:data:`NOVA_CONF`) serves every world. A :class:`Kind` is
+the device kind a scenario runs for; it builds a *family* (a parent and its
+children) on a host, so that the SR-IOV scenarios are written once:
+
+==================  ============================  ===========================
+kind                parent (alias ``parent``)     children (alias ``child``)
+==================  ============================  ===========================
+``vf``              X710 PF 8086:1572 (type-PF)   VFs 8086:154c (type-VF)
+``mdev``            T4 GPU 10de:1eb8 (mdev-pf)    nvidia-35 slots (mdev-vf)
+``mdev-libvirt``    as ``mdev``, but the host is a libvirt test-driver host
+                    file discovered through the real libvirt library
+==================  ============================  ===========================
+"""
+
+import dataclasses
+
+from nova_pci_mdev.objects import fields
+from nova_pci_mdev.tests.fixtures import fakelibvirt as fake
+from nova_pci_mdev.tests.functional import harness
+
+DevType = fields.PciDeviceType
+
+NOVA_CONF = """
+[pci]
+device_spec = {"vendor_id": "8086", "product_id": "1572"}
+device_spec = {"vendor_id": "8086", "product_id": "154c"}
+device_spec = {"vendor_id": "10de"}
+device_spec = {"vendor_id": "15b3"}
+alias = {"name": "vf", "vendor_id": "8086", "product_id": "154c", \
+"device_type": "type-VF"}
+alias = {"name": "pf", "vendor_id": "8086", "product_id": "1572", \
+"device_type": "type-PF"}
+alias = {"name": "vgpu", "vendor_id": "10de", "mdev_type": "nvidia-35"}
+alias = {"name": "gpu", "vendor_id": "10de", "device_type": "mdev-pf"}
+alias = {"name": "mlx5", "vendor_id": "15b3", "mdev_type": "mlx5_core-local"}
+
+[devices]
+enabled_mdev_types = nvidia-35, mlx5_core-local
+
+[mdev_mlx5_core-local]
+mdev_class = mlx5
+"""
+
+MDEV_TYPE = 'nvidia-35'
+MLX5_TYPE = 'mlx5_core-local'
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """A device kind: how to build its families and how to ask for them."""
+
+    name: str
+    child_alias: str
+    parent_alias: str
+    child_type: str
+    parent_type: str
+    hypervisor: str = harness.FAKE
+
+    @property
+    def is_mdev(self):
+        return self.child_type == DevType.MDEV_VF
+
+    def add_family(self, host, address, numa_node, children):
+        """A parent at ``address`` on ``numa_node`` with ``children``."""
+        if self.is_mdev:
+            host.add_mdev_parent(address, numa_node=numa_node,
+                                 types={MDEV_TYPE: children})
+        else:
+            host.add_sriov_pf(address, children, numa_node=numa_node)
+        return host
+
+    def flavor(self, count=1, policy=None, numa_nodes=None, whole=False):
+        """Extra specs asking for ``count`` children (or parents)."""
+        specs = {'pci_passthrough:alias': '%s:%d' % (
+            self.parent_alias if whole else self.child_alias, count)}
+        if policy is not None:
+            specs['hw:pci_numa_affinity_policy'] = policy
+        if numa_nodes is not None:
+            specs['hw:numa_nodes'] = str(numa_nodes)
+        return specs
+
+
+VF = Kind('vf', 'vf', 'pf', DevType.SRIOV_VF, DevType.SRIOV_PF)
+MDEV = Kind('mdev', 'vgpu', 'gpu', DevType.MDEV_VF, DevType.MDEV_PF)
+MDEV_LIBVIRT = Kind('mdev-libvirt', 'vgpu', 'gpu', DevType.MDEV_VF,
+                    DevType.MDEV_PF, hypervisor=harness.TEST_DRIVER)
+KINDS = (VF, MDEV, MDEV_LIBVIRT)
+#: testscenarios scenarios: the device kind shows in every test id.
+SCENARIOS = [(k.name, {'kind': k}) for k in KINDS]
+
+PARENT_0 = '0000:81:00.0'
+PARENT_1 = '0000:82:00.0'
+
+
+def two_hosts(cloud, kind, children=2):
+    """Two identical hosts, one family per NUMA cell::
+
+        host1                                 host2
+        +----------------------------------+  +-----------------------+
+        | cell 0 (socket 0) cell 1 (sock 1)|  | same as host1         |
+        |                                  |  |                       |
+        | P 0000:81:00.0    P 0000:82:00.0 |  | P 0000:81:00.0  ...   |
+        |   C  C              C  C         |  |   C  C                |
+        +----------------------------------+  +-----------------------+
+
+        P = parent (X710 PF, or T4 GPU), C = child (VF, or nvidia-35 slot);
+        ``children`` per parent (2 by default).
+
+    Returns the hosts (SimHost) in name order.
+    """
+    hosts = []
+    for name in ('host1', 'host2'):
+        host = fake.FakeHost(name, cells=2)
+        kind.add_family(host, PARENT_0, 0, children)
+        kind.add_family(host, PARENT_1, 1, children)
+        hosts.append(cloud.add_host(host, kind.hypervisor))
+    return hosts
+
+
+def numa_host(cloud, name, kind, families):
+    """A host with 4 NUMA cells on 2 sockets and the given families::
+
+        socket 0                     socket 1
+        +-------------+-------------+-------------+-------------+
+        | cell 0      | cell 1      | cell 2      | cell 3      |
+        | cpus 0-1    | cpus 2-3    | cpus 4-5    | cpus 6-7    |
+        +-------------+-------------+-------------+-------------+
+          families: [(numa node or None, children), ...], parents at
+          0000:81:00.0, 0000:82:00.0, ... in that order
+
+    A family on node None has no NUMA affinity (libvirt reports no node).
+    """
+    host = fake.FakeHost(name, cells=0).set_numa_cells(
+        [(cell, cell // 2, (2 * cell, 2 * cell + 1), 4 * 1024 * 1024)
+         for cell in range(4)])
+    for index, (node, children) in enumerate(families):
+        kind.add_family(host, '0000:%02x:00.0' % (0x81 + index), node,
+                        children)
+    return cloud.add_host(host, kind.hypervisor)
+
+
+GPU_ADDR, NIC_ADDR, MLX_ADDR = '0000:81:00.0', '0000:83:00.0', '0000:85:00.0'
+
+
+def _gpu(host, node, slots):
+    host.add_mdev_parent(GPU_ADDR, numa_node=node, types={MDEV_TYPE: slots})
+
+
+def _mlx(host, node, slots):
+    host.add_mdev_parent(MLX_ADDR, numa_node=node, vendor='15b3',
+                         product='101d', class_code='0x020000',
+                         driver='mlx5_core', types={MLX5_TYPE: slots})
+
+
+def _nic(host, node, vfs):
+    host.add_sriov_pf(NIC_ADDR, vfs, numa_node=node)
+
+
+#: (name prefix, number of hosts, builder) of :func:`fleet`.
+FLEET = (
+    ('gpu', 6, lambda h: _gpu(h, 0, 1)),
+    ('mlx', 5, lambda h: _mlx(h, 1, 1)),
+    ('nic', 5, lambda h: _nic(h, 0, 1)),
+    ('mix', 4, lambda h: (_gpu(h, 0, 1), _mlx(h, 1, 1), _nic(h, 1, 1))),
+)
+
+
+def fleet(cloud):
+    """20 hosts with mixed GPUs, mlx5 parents and NICs (2 NUMA cells)::
+
+        gpu-01 .. gpu-06   cell 0: T4 0000:81:00.0   nvidia-35 x1   (VGPU)
+        mlx-01 .. mlx-05   cell 1: mlx5 0000:85:00.0 mlx5_core-local x1
+                                                     (CUSTOM_MLX5)
+        nic-01 .. nic-05   cell 0: X710 PF 0000:83:00.0 + 1 VF
+        mix-01 .. mix-04   cell 0: T4 nvidia-35 x1
+                           cell 1: mlx5 x1, X710 PF + 1 VF
+
+        capacity: VGPU 10 slots, CUSTOM_MLX5 9 slots, VFs 9
+        Placement: 20 root providers + 19 child providers
+
+    Returns the hosts in name order.
+    """
+    hosts = []
+    for prefix, count, build in FLEET:
+        for index in range(1, count + 1):
+            host = fake.FakeHost('%s-%02d' % (prefix, index), cells=2)
+            build(host)
+            hosts.append(cloud.add_host(host))
+    return hosts
+
+
+def gpu_pair(cloud):
+    """Two hosts for the Placement path, each::
+
+        gpuhost1 / gpuhost2
+        +--------------------------------+--------------------------------+
+        | cell 0                         | cell 1                         |
+        | T4 0000:81:00.0 nvidia-35 x2   | mlx5 0000:85:00.0 x2           |
+        |   provider ..._pci_0000_81_00_0|   provider ..._pci_0000_85_00_0|
+        |   VGPU: 2                      |   CUSTOM_MLX5: 2               |
+        +--------------------------------+--------------------------------+
+
+    Returns the hosts in name order.
+    """
+    hosts = []
+    for name in ('gpuhost1', 'gpuhost2'):
+        host = fake.FakeHost(name, cells=2)
+        _gpu(host, 0, 2)
+        _mlx(host, 1, 2)
+        hosts.append(cloud.add_host(host))
+    return hosts
