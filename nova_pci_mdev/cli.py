@@ -19,17 +19,26 @@ import sys
 import uuid as uuid_lib
 import warnings
 
-# oslo.versionedobjects pulls in eventlet through oslo.messaging, whose
-# deprecation notice would otherwise open every command's output.
-warnings.filterwarnings('ignore', message=r'(?s).*Eventlet is deprecated')
+from nova_pci_mdev import data
+from nova_pci_mdev import exception
 
-from nova_pci_mdev import conf as conf_mod  # noqa: E402
-from nova_pci_mdev import data  # noqa: E402
-from nova_pci_mdev import exception  # noqa: E402
-from nova_pci_mdev import flavor as flavor_mod  # noqa: E402
-from nova_pci_mdev import objects  # noqa: E402
-from nova_pci_mdev import render  # noqa: E402
-from nova_pci_mdev import store as store_mod  # noqa: E402
+# The modules below import oslo.versionedobjects, which pulls in
+# oslo.messaging and eventlet (about a second): they are imported once a
+# command runs, so that --help and argument errors answer at once.
+conf_mod = flavor_mod = objects = render = store_mod = None
+
+
+def _import_runtime():
+    global conf_mod, flavor_mod, objects, render, store_mod
+    # eventlet's deprecation notice would otherwise open every output.
+    warnings.filterwarnings('ignore', message=r'(?s).*Eventlet is deprecated')
+    from nova_pci_mdev import conf as conf_mod
+    from nova_pci_mdev import flavor as flavor_mod
+    from nova_pci_mdev import objects
+    from nova_pci_mdev import render
+    from nova_pci_mdev import store as store_mod
+    objects.register_all()
+
 
 EXIT_OK, EXIT_UNSATISFIED, EXIT_INVALID, EXIT_HOST = 0, 1, 2, 3
 
@@ -321,7 +330,7 @@ def main(argv=None, out=None, err=None):
     args.state_dir = os.path.abspath(
         getattr(args, 'state_dir', None) or default_state_dir(args.connection))
     args.format = getattr(args, 'format', None) or 'table'
-    objects.register_all()
+    _import_runtime()
     try:
         return args.func(args, out)
     except exception.ConfigErrors as exc:
