@@ -32,7 +32,17 @@ class NovaPciMdevException(Exception):
         return self.message
 
 
-# -- bad input -------------------------------------------------------------
+class _ExpectedStatuses(NovaPciMdevException):
+    """Formats a ``hopestatus`` collection as a sorted, readable list."""
+
+    def __init__(self, message=None, **kwargs):
+        hope = kwargs.get('hopestatus')
+        if isinstance(hope, (list, tuple, set, frozenset)):
+            kwargs['hopestatus'] = ', '.join(sorted(hope))
+        super().__init__(message, **kwargs)
+
+
+# -- bad input and configuration (the CLI exits 2) ----------------------------
 
 class Invalid(NovaPciMdevException):
     msg_fmt = 'Invalid input: %(reason)s'
@@ -59,6 +69,13 @@ class ConfigError(Invalid):
     severity = 'error'
 
 
+class ConfigWarning(ConfigError):
+    """A configuration problem that does not stop the service."""
+
+    msg_fmt = '[%(group)s] %(option)s = %(value)s: %(rule)s (warning)'
+    severity = 'warning'
+
+
 class ConfigErrors(Invalid):
     """Every problem found in one validation run (``errors`` keeps them)."""
 
@@ -77,26 +94,39 @@ class InvalidExtraSpec(Invalid):
     msg_fmt = 'Invalid flavor extra spec %(key)s=%(value)r: %(reason)s'
 
 
-class UnsafePathComponent(Invalid):
-    msg_fmt = ('%(what)s %(value)r cannot be used in a filesystem path: '
-               '%(rule)s')
+class NodeDeviceXMLInvalid(Invalid):
+    """The XML of one libvirt node device cannot be used."""
 
+    msg_fmt = 'Node device %(device)s: invalid XML: %(reason)s'
+
+
+class CapabilitiesXMLInvalid(Invalid):
+    """The host capabilities XML cannot be used."""
+
+    msg_fmt = 'Host capabilities XML invalid: %(reason)s'
+
+
+class TopologySidecarInvalid(Invalid):
+    """A NUMA topology sidecar file is unreadable or breaks its format."""
+
+    msg_fmt = 'NUMA topology file %(path)s: %(reason)s'
+
+
+class LibvirtXmlError(Invalid):
+    """Libvirt XML that cannot be read into a config object."""
+
+    msg_fmt = 'Invalid libvirt XML for <%(element)s>: %(reason)s'
+
+
+# -- objects and the device state machine -------------------------------------
 
 class ObjectActionError(NovaPciMdevException):
     msg_fmt = 'Object action %(action)s failed: %(reason)s'
 
 
-# -- device state machine --------------------------------------------------
-
-class PciDeviceInvalidStatus(NovaPciMdevException):
+class PciDeviceInvalidStatus(_ExpectedStatuses):
     msg_fmt = ('PCI device %(address)s is %(status)s, expected one of '
                '%(hopestatus)s')
-
-    def __init__(self, message=None, **kwargs):
-        hope = kwargs.get('hopestatus')
-        if isinstance(hope, (list, tuple, set, frozenset)):
-            kwargs['hopestatus'] = ', '.join(sorted(hope))
-        super().__init__(message, **kwargs)
 
 
 class PciDeviceInvalidOwner(NovaPciMdevException):
@@ -109,23 +139,17 @@ class PciDeviceChildrenBusy(NovaPciMdevException):
                '%(children)s are not free')
 
 
-class PciDeviceParentBusy(NovaPciMdevException):
+class PciDeviceParentBusy(_ExpectedStatuses):
     msg_fmt = ('Device %(address)s cannot be used: its parent '
                '%(parent_addr)s is %(status)s, expected one of '
                '%(hopestatus)s')
-
-    def __init__(self, message=None, **kwargs):
-        hope = kwargs.get('hopestatus')
-        if isinstance(hope, (list, tuple, set, frozenset)):
-            kwargs['hopestatus'] = ', '.join(sorted(hope))
-        super().__init__(message, **kwargs)
 
 
 class PciDeviceNotFound(NovaPciMdevException):
     msg_fmt = 'PCI device %(address)s not found'
 
 
-# -- requests that do not fit ----------------------------------------------
+# -- requests that do not fit (the CLI exits 1) -------------------------------
 
 class RequestNotSatisfiable(NovaPciMdevException):
     msg_fmt = 'Request cannot be satisfied: %(reason)s'
@@ -135,7 +159,7 @@ class PciDeviceRequestFailed(RequestNotSatisfiable):
     msg_fmt = 'PCI device request failed: %(reason)s'
 
 
-# -- host side and persistence ---------------------------------------------
+# -- host, mdevs, state and Placement (the CLI exits 3) -----------------------
 
 class HypervisorError(NovaPciMdevException):
     msg_fmt = 'Hypervisor error on %(device)s: %(reason)s'
@@ -144,12 +168,6 @@ class HypervisorError(NovaPciMdevException):
 class MdevError(NovaPciMdevException):
     msg_fmt = 'Mediated device %(uuid)s on parent %(parent)s: %(reason)s'
 
-
-class StoreError(NovaPciMdevException):
-    msg_fmt = 'State store %(path)s: %(reason)s'
-
-
-# -- virt/libvirt/mdev.py (mdev lifecycle backends) ------------------------
 
 class MdevNotFound(MdevError):
     """The mdev to act on does not exist (``errno`` is ``ENOENT``)."""
@@ -161,7 +179,9 @@ class MdevTypeError(MdevError):
     msg_fmt = 'mdev type %(mdev_type)s on parent %(parent)s: %(reason)s'
 
 
-# -- placement_client.py (HTTP client to a Placement service) ---------------
+class StoreError(NovaPciMdevException):
+    msg_fmt = 'State store %(path)s: %(reason)s'
+
 
 class PlacementError(NovaPciMdevException):
     """Placement answered an error (or could not be reached).
@@ -186,40 +206,3 @@ class PlacementError(NovaPciMdevException):
 class PlacementConflict(PlacementError):
     """HTTP 409: a generation conflict that retries did not resolve, no
     capacity left for an allocation, or a provider still in use."""
-
-
-# -- conf (configuration validation) ---------------------------------------
-
-class ConfigWarning(ConfigError):
-    """A configuration problem that does not stop the service."""
-
-    msg_fmt = '[%(group)s] %(option)s = %(value)s: %(rule)s (warning)'
-    severity = 'warning'
-
-
-# -- virt/libvirt discovery (nodedev, capabilities, host) -------------------
-
-class NodeDeviceXMLInvalid(Invalid):
-    """The XML of one libvirt node device cannot be used."""
-
-    msg_fmt = 'Node device %(device)s: invalid XML: %(reason)s'
-
-
-class CapabilitiesXMLInvalid(Invalid):
-    """The host capabilities XML cannot be used."""
-
-    msg_fmt = 'Host capabilities XML invalid: %(reason)s'
-
-
-class TopologySidecarInvalid(Invalid):
-    """A NUMA topology sidecar file is unreadable or breaks its format."""
-
-    msg_fmt = 'NUMA topology file %(path)s: %(reason)s'
-
-
-# -- nova_pci_mdev.virt.libvirt.config ---------------------------------------
-
-class LibvirtXmlError(Invalid):
-    """Libvirt XML that cannot be read into a config object."""
-
-    msg_fmt = 'Invalid libvirt XML for <%(element)s>: %(reason)s'
