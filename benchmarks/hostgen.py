@@ -72,9 +72,14 @@ enabled_mdev_types = %s
 """ % ('\n'.join('device_spec = {"vendor_id": "%s", "product_id": "%s"}'
                  % ids for ids in DEVICE_SPECS),
        ALIAS_NAME, GPU[0], GPU[1], MDEV_TYPE, MDEV_TYPE)
-#: The same alias on Nova: the slots are type-VFs of the GPU there.
-NOVA_ALIAS_SPEC = {'vendor_id': GPU[0], 'product_id': GPU[1],
-                   'dev_type': 'type-VF'}
+#: The same configuration for Nova: its ``[pci] device_spec`` and
+#: ``[pci] alias`` values (the slots are type-VFs of the GPU there).
+NOVA_PCI_OPTIONS = {
+    'device_spec': ['{"vendor_id": "%s", "product_id": "%s"}' % ids
+                    for ids in DEVICE_SPECS],
+    'alias': ['{"name": "%s", "vendor_id": "%s", "product_id": "%s", '
+              '"device_type": "type-VF"}' % (ALIAS_NAME, GPU[0], GPU[1])],
+}
 
 
 def pci_address(domain, bus, slot, function):

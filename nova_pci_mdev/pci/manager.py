@@ -124,6 +124,7 @@ class PciDevTracker(object):
         self._by_instance = {}     # instance uuid -> {address: None}
         self._changed = {}         # address -> PciDevice, since pop_changes
         self._deleted = set()      # addresses, since pop_changes
+        self._applied = {}         # address -> last record synced in
         self.stats = pci_stats.PciDeviceStats(numa_topology,
                                               tags_of=self._tags_of)
         for dev in devices:
@@ -208,29 +209,37 @@ class PciDevTracker(object):
                 removed.append(dev.address)
 
         added, updated = [], []
+        retagged = False
         for address, (record, tags) in seen.items():
             dev = new.get(address)
             if dev is not None:
                 self._devs[address] = dev
                 self._tags[address] = tags
+                self._applied[address] = record
                 self._touch(dev)
                 added.append(address)
                 continue
             dev = self._devs[address]
+            if self._tags.get(address) != tags:
+                self._tags[address] = tags
+                retagged = True
+            if self._applied.get(address) == record and not is_missing(dev):
+                continue        # the steady state: nothing to look at
             changed = False
             if is_missing(dev):
                 self._set_missing(dev, False)
                 changed = True
-            self._tags[address] = tags
             changed = dev.update_device(record) or changed
+            self._applied[address] = record
             if changed:
                 self._touch(dev)
                 updated.append(address)
 
-        self._relink()
-        self._normalise()
-        for dev in self._devs.values():
-            self._refresh(dev)
+        if added or updated or removed or retagged:
+            self._relink()
+            self._normalise()
+            for dev in self._devs.values():
+                self._refresh(dev)
         return SyncReport(tuple(added), tuple(updated), tuple(removed),
                           tuple(kept))
 
@@ -426,6 +435,7 @@ class PciDevTracker(object):
         dev.remove()
         del self._devs[dev.address]
         self._tags.pop(dev.address, None)
+        self._applied.pop(dev.address, None)
         self._deleted.add(dev.address)
         if unlink:
             parent = dev.parent_device

@@ -1,0 +1,78 @@
+"""Timing helpers shared by both sides (standard library only: the Nova
+side imports this module inside Nova's virtualenv).
+
+Every sample is the CPU time of the benchmarking process
+(``time.process_time``: the workloads are single-threaded and do no I/O,
+the libvirt test driver runs inside the process), so that other processes
+on a shared machine do not inflate it; ``BENCH_CLOCK=wall`` switches both
+sides to ``time.perf_counter``. A full garbage collection runs before each
+sample (outside it) so that one sample does not pay for the garbage of the
+previous one. The garbage collector stays on while timing: both sides pay
+for it as they would in a service.
+"""
+
+import gc
+import os
+import time
+import warnings
+
+CLOCK_NAME = os.environ.get('BENCH_CLOCK', 'cpu')
+if CLOCK_NAME not in ('cpu', 'wall'):
+    raise SystemExit('BENCH_CLOCK must be cpu or wall, got %r' % CLOCK_NAME)
+clock = time.process_time if CLOCK_NAME == 'cpu' else time.perf_counter
+
+#: A scheduler query is repeated until one sample lasts this long.
+MIN_SAMPLE_SECONDS = 0.02
+MAX_LOOPS = 20000
+
+
+def quiet_eventlet():
+    """oslo.service and Nova import eventlet, which warns on import that it
+    is deprecated; the benchmarks' output has no use for that."""
+    warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
+
+
+def median(values):
+    values = sorted(values)
+    if not values:
+        return None
+    middle = len(values) // 2
+    if len(values) % 2:
+        return values[middle]
+    return (values[middle - 1] + values[middle]) / 2.0
+
+
+def timed(fn, *args, **kwargs):
+    """(seconds, result) of one call of ``fn``."""
+    gc.collect()
+    start = clock()
+    result = fn(*args, **kwargs)
+    return clock() - start, result
+
+
+def per_call(fn, loops=None):
+    """(seconds per call, loops): ``fn()`` repeated ``loops`` times.
+
+    Without ``loops``, one call calibrates how many calls make a sample of
+    at least :data:`MIN_SAMPLE_SECONDS`; the caller passes that count back
+    for the next samples so every sample of a series has the same loops.
+    """
+    if loops is None:
+        first, _ = timed(fn)
+        loops = max(1, min(MAX_LOOPS, int(MIN_SAMPLE_SECONDS /
+                                          max(first, 1e-7)) + 1))
+    gc.collect()
+    start = clock()
+    for _ in range(loops):
+        fn()
+    return (clock() - start) / loops, loops
+
+
+def batch(fn, items):
+    """Seconds per item of ``fn(item)`` over ``items`` (one sample)."""
+    items = list(items)
+    gc.collect()
+    start = clock()
+    for item in items:
+        fn(item)
+    return (clock() - start) / len(items)
