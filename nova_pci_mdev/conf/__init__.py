@@ -54,8 +54,47 @@ def new_config(config_files=(), args=()):
         raise exception.ConfigErrors([exception.ConfigError(
             group='-', option='(command line)', value=' '.join(args),
             rule=str(exc))])
+    except UnicodeDecodeError as exc:
+        raise exception.ConfigErrors(
+            [_not_utf8(files + _config_file_args(args), exc)])
     devices.register_dynamic_opts(conf)
     return conf
+
+
+def _config_file_args(args):
+    """The paths given as ``--config-file PATH`` / ``--config-file=PATH``."""
+    args = list(args)
+    paths = []
+    for i, arg in enumerate(args):
+        if arg == '--config-file' and i + 1 < len(args):
+            paths.append(args[i + 1])
+        elif arg.startswith('--config-file='):
+            paths.append(arg.partition('=')[2])
+    return paths
+
+
+def _not_utf8(paths, error):
+    """A ConfigError naming the first file in ``paths`` that is not UTF-8
+    and the byte offset of its first undecodable byte.
+
+    oslo.config decodes in chunks, so ``error`` neither names the file nor
+    gives an offset within it; the files are decoded again here to find
+    both. If none of them fails now, all are named with ``error``.
+    """
+    for path in paths:
+        try:
+            with open(path, 'rb') as handle:
+                handle.read().decode('utf-8')
+        except UnicodeDecodeError as exc:
+            return exception.ConfigError(
+                group='-', option='--config-file', value=path,
+                rule='is not UTF-8: %s at byte offset %d'
+                % (exc.reason, exc.start))
+        except OSError:
+            continue
+    return exception.ConfigError(
+        group='-', option='--config-file', value=', '.join(paths),
+        rule='is not UTF-8: %s' % error.reason)
 
 
 def list_opts():

@@ -63,10 +63,10 @@ def _read(conf, group, option, report):
     value, reason = devices.safe_get(conf, group, option)
     if reason is None:
         return True, value
-    raw = re.search(r"base 10: '(.*)'\Z", reason)
+    # int()'s message already quotes the value as repr() does: keep it.
+    raw = re.search(r"base 10: ((['\"]).*\2)\Z", reason, re.DOTALL)
     if raw:
-        report(group, option, repr(raw.group(1)),
-               'expected a positive integer')
+        report(group, option, raw.group(1), 'expected a positive integer')
     else:
         report(group, option, '(unreadable)', reason)
     return False, None

@@ -217,7 +217,11 @@ def parse_address(value, report):
     """An address spec from a glob string or regex dict, or None."""
     if isinstance(value, str):
         if value and _is_name_address(value):
-            return ExactAddress(names.normalize_address(value))
+            try:
+                return ExactAddress(names.normalize_address(value))
+            except exception.InvalidPciAddress as exc:
+                report(show(value), exc.kwargs['rule'])
+                return None
         return _parse_glob(value, report)
     if isinstance(value, dict):
         unknown = sorted(set(value) - set(_REGEX_KEYS))

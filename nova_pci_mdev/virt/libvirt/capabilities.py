@@ -19,6 +19,7 @@ CPU ids, sockets and memory; bad input raises
 """
 
 import json
+import re
 
 from nova_pci_mdev import exception
 from nova_pci_mdev import numa
@@ -33,6 +34,7 @@ _UNITS_KIB = {
     't': 1024 ** 3, 'tib': 1024 ** 3, 'tb': 1000 ** 4 / 1024,
 }
 _SIDECAR_CELL_KEYS = ('id', 'socket', 'cpus', 'memory_kb')
+_ASCII_DIGITS = re.compile(r'[0-9]+')
 
 
 def _caps_error(reason):
@@ -41,8 +43,9 @@ def _caps_error(reason):
 
 def _non_negative(value, what, error):
     text = (value or '').strip()
-    if not text.isdigit():
-        raise error('%s %r is not an integer >= 0' % (what, value))
+    if not _ASCII_DIGITS.fullmatch(text):
+        raise error('%s %r is not an integer >= 0 (ASCII digits only)'
+                    % (what, value))
     return int(text)
 
 
@@ -161,7 +164,7 @@ def load_topology_sidecar(path):
             path=path, reason='cannot read: %s' % exc)
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise exception.TopologySidecarInvalid(
             path=path, reason='not valid JSON: %s' % exc)
     return topology_from_dict(data, source=path)

@@ -14,6 +14,7 @@ never expands entities and refuses DTDs; every parse error is a
 the missing or bad part.
 """
 
+import copy
 import dataclasses
 import typing
 from xml.etree import ElementTree
@@ -171,15 +172,23 @@ class LibvirtConfigGuestHostdevPCI(LibvirtConfigObject):
 
 
 def _compact(el):
-    """``el`` as compact text: whitespace-only text and tails dropped."""
-    copy = ElementTree.fromstring(ElementTree.tostring(el))
-    copy.tail = None
-    for node in copy.iter():
+    """``el`` as compact text: whitespace-only text and tails dropped.
+
+    ``el``'s own tail (text after it inside its parent) is not part of
+    the element and is dropped before re-serialising it.
+    """
+    shallow = copy.copy(el)
+    shallow.tail = None
+    try:
+        clone = ElementTree.fromstring(ElementTree.tostring(shallow))
+    except ElementTree.ParseError as exc:
+        raise _error(el.tag, 'cannot re-serialise: %s' % exc) from None
+    for node in clone.iter():
         if node.text is not None and not node.text.strip():
             node.text = None
         if node.tail is not None and not node.tail.strip():
             node.tail = None
-    return ElementTree.tostring(copy, encoding='unicode')
+    return ElementTree.tostring(clone, encoding='unicode')
 
 
 @dataclasses.dataclass

@@ -54,7 +54,7 @@ def load_sidecar(path):
     try:
         with open(path, encoding='utf-8') as handle:
             data = json.load(handle)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise exception.TopologySidecarInvalid(path=path, reason=str(exc))
     if not isinstance(data, dict):
         raise exception.TopologySidecarInvalid(

@@ -90,7 +90,7 @@ class EmulatedBackend(mdev.MdevBackend):
                 doc = json.load(f)
         except FileNotFoundError:
             return {}           # removed behind our back: no mdevs
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise exception.StoreError(path=self.path, reason=str(exc))
         if (not isinstance(doc, dict) or doc.get('version') != STATE_VERSION
                 or not isinstance(doc.get('mdevs'), dict)):

@@ -91,6 +91,9 @@ def parse_xml(text, on_error):
         raise on_error(str(exc)) from None
     except expat.ExpatError as exc:
         raise on_error('malformed XML: %s' % exc) from None
+    except UnicodeError as exc:
+        raise on_error('XML text is not encodable as UTF-8 (lone '
+                       'surrogate?): %s' % exc) from None
 
 
 # -- dataclasses -----------------------------------------------------------

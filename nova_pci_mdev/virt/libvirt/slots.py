@@ -55,6 +55,12 @@ def _check_nodename(nodename):
     if not nodename or not isinstance(nodename, str):
         raise exception.InvalidValue(field='nodename', value=nodename,
                                      rule='expected a non-empty string')
+    try:
+        nodename.encode('utf-8')
+    except UnicodeError:
+        raise exception.InvalidValue(
+            field='nodename', value=nodename,
+            rule='must be encodable as UTF-8 (no lone surrogates)') from None
 
 
 def _count(value, field, nullable=False):

@@ -1,0 +1,558 @@
+"""Fuzzing the XML the host hands us: node-device XML, capabilities XML,
+guest XML; entity expansion; lone surrogates.
+
+Property of every test here: the parser returns values that keep its
+module's invariants (canonical addresses, 4-digit lower-case ids, safe type
+names, non-negative counts) or raises its own project exception naming the
+device, document or file; nothing else escapes, and no DTD or entity is
+ever expanded. Node-device XML also goes through the real entry point,
+``Host.discover`` over a stub connection, and then the tracker.
+"""
+
+import json
+import os
+
+import fixtures
+from hypothesis import given
+from hypothesis import strategies as st
+import libvirt
+
+from nova_pci_mdev import conf
+from nova_pci_mdev import data
+from nova_pci_mdev import exception
+from nova_pci_mdev import names
+from nova_pci_mdev import objects
+from nova_pci_mdev.pci import manager
+from nova_pci_mdev.tests.fixtures import fakelibvirt
+from nova_pci_mdev.tests.hardening import recorder
+from nova_pci_mdev.tests.hardening import strategies as hs
+from nova_pci_mdev.virt.libvirt import capabilities
+from nova_pci_mdev.virt.libvirt import config as vconfig
+from nova_pci_mdev.virt.libvirt import emulated
+from nova_pci_mdev.virt.libvirt import host as host_mod
+from nova_pci_mdev.virt.libvirt import nodedev
+
+objects.register_all()
+libvirt.registerErrorHandler(lambda *args: None, None)
+
+UUID = '4b20d080-1b54-4048-85b3-a6a62d165c01'
+NOVA_CONF = """
+[pci]
+device_spec = {"vendor_id": "10de"}
+device_spec = {"mdev_type": "mtty-*"}
+device_spec = {"vendor_id": "8086"}
+[devices]
+enabled_mdev_types = nvidia-35, mtty-1
+"""
+
+
+def one_of_valid(valid, hostile=hs.xml_value):
+    """Mostly plausible values (so parsing goes deep), sometimes hostile."""
+    return st.one_of(st.sampled_from(valid), st.sampled_from(valid),
+                     hostile)
+
+
+def number(valid):
+    """A numeric field: plausible, or a hostile number, or hostile text."""
+    return st.one_of(st.sampled_from(valid), hs.number_text, hs.xml_value)
+
+
+def _mdev_types_xml(types, nested):
+    body = ''.join(
+        "<type id='%s'>%s<deviceAPI>%s</deviceAPI>"
+        '<availableInstances>%s</availableInstances></type>' % t
+        for t in types)
+    cap = "<capability type='mdev_types'>%s</capability>" % body
+    return ("<capability type='mdev_types'>%s</capability>" % cap
+            if nested else cap)
+
+
+type_tuple = st.tuples(
+    one_of_valid(['nvidia-35', 'nvidia-36', 'mtty-1', 'i915-GVTg_V5_4']),
+    st.one_of(st.just(''), one_of_valid(['GRID T4-1B']).map(
+        lambda n: '<name>%s</name>' % n)),
+    one_of_valid(['vfio-pci']),
+    number(['0', '4', '16', '0x10', ' 3 ']))
+
+pci_number = number(['0', '132', '31', '7', '0x84', '255'])
+address_attr = st.tuples(*[number(v) for v in (
+    ['0x0000'], ['0x81', '0x84'], ['0x00', '0x02', '0x1f'], ['0x0', '0x7'])])
+
+
+def _address_xml(parts):
+    return ("<address domain='%s' bus='%s' slot='%s' function='%s'/>"
+            % parts)
+
+
+pci_device_xml = st.builds(
+    lambda name, d, b, s, f, pid, vid, numa, vfs, pf, types, nested:
+    ('<device><name>%s</name><parent>computer</parent>'
+     "<capability type='pci'><domain>%s</domain><bus>%s</bus>"
+     '<slot>%s</slot><function>%s</function>'
+     "<product id='%s'/><vendor id='%s'/>%s%s%s%s</capability></device>"
+     % (name, d, b, s, f, pid, vid,
+        "<numa node='%s'/>" % numa if numa is not None else '',
+        "<capability type='virt_functions'>%s</capability>"
+        % ''.join(map(_address_xml, vfs)) if vfs is not None else '',
+        "<capability type='phys_function'>%s</capability>"
+        % _address_xml(pf) if pf is not None else '',
+        _mdev_types_xml(types, nested) if types else '')),
+    one_of_valid(['pci_0000_84_00_0', 'pci_0000_81_00_0', 'x']),
+    pci_number, pci_number, pci_number, pci_number,
+    one_of_valid(['0x1eb8', '0x154c', '1EB8']),
+    one_of_valid(['0x10de', '0x8086']),
+    st.none() | number(['0', '1', '-1']),
+    st.none() | st.lists(address_attr, max_size=3),
+    st.none() | address_attr,
+    st.lists(type_tuple, max_size=3),
+    st.booleans())
+
+virtual_parent_xml = st.builds(
+    lambda name, path, types, nested:
+    '<device><name>%s</name>%s<parent>computer</parent>%s</device>'
+    % (name, '<path>%s</path>' % path if path is not None else '',
+       _mdev_types_xml(types, nested)),
+    one_of_valid(['mtty', 'mdpy']),
+    st.none() | one_of_valid(['/sys/devices/virtual/mtty/mtty',
+                              '/sys/devices/virtual/mtty/..', '/']),
+    st.lists(type_tuple, max_size=3), st.booleans())
+
+mdev_xml = st.builds(
+    lambda name, parent, type_id, uuid, parent_addr, group:
+    "<device><name>%s</name><parent>%s</parent><capability type='mdev'>"
+    "<type id='%s'/>%s%s%s</capability></device>"
+    % (name, parent, type_id,
+       '<uuid>%s</uuid>' % uuid if uuid is not None else '',
+       '<parent_addr>%s</parent_addr>' % parent_addr
+       if parent_addr is not None else '',
+       "<iommuGroup number='%s'/>" % group if group is not None else ''),
+    one_of_valid(['mdev_' + UUID.replace('-', '_'),
+                  'mdev_%s_0000_84_00_0' % UUID.replace('-', '_'), 'mdev_x']),
+    one_of_valid(['pci_0000_84_00_0', 'mtty', 'pci_0000_99_00_0']),
+    one_of_valid(['nvidia-35', 'mtty-1', 'nvidia-36']),
+    st.none() | one_of_valid([UUID, UUID.upper()]),
+    st.none() | one_of_valid(['0000:84:00.0', 'mtty']),
+    st.none() | number(['13']))
+
+
+def _mutations(text):
+    """Byte-level damage to a valid document: cut, repeat or insert."""
+    return st.one_of(
+        st.tuples(st.integers(0, len(text)), st.integers(0, len(text))).map(
+            lambda ab: text[:min(ab)] + text[max(ab):]),
+        st.tuples(st.integers(0, len(text)), st.integers(0, len(text))).map(
+            lambda ab: text[:max(ab)] + text[min(ab):]),
+        st.tuples(st.integers(0, len(text)), hs.encodable_text).map(
+            lambda it: text[:it[0]] + it[1] + text[it[0]:]))
+
+
+def _fake_host_xmls():
+    fake = (fakelibvirt.FakeHost('fuzz', cells=2)
+            .add_mdev_parent('0000:84:00.0', numa_node=1,
+                             types={'nvidia-35': 4, 'nvidia-36': 2})
+            .add_virtual_parent('mtty', types={'mtty-1': 2})
+            .add_sriov_pf('0000:81:00.0', num_vfs=2, numa_node=0)
+            .add_mdev(UUID, '0000:84:00.0', 'nvidia-35'))
+    return fake, [fake.device_xml(d) for d in fake.devices.values()]
+
+
+FAKE, VALID_XMLS = _fake_host_xmls()
+mutated_xml = st.sampled_from(VALID_XMLS).flatmap(_mutations)
+node_device_xml = st.one_of(pci_device_xml, virtual_parent_xml, mdev_xml,
+                            mutated_xml, hs.encodable_text)
+
+
+class _StubDevice(object):
+    def __init__(self, name, xml):
+        self._name, self._xml = name, xml
+
+    def name(self):
+        return self._name
+
+    def XMLDesc(self, flags=0):  # noqa: N802 (libvirt's spelling)
+        return self._xml
+
+    def isActive(self):  # noqa: N802
+        return 1
+
+
+class StubConnection(object):
+    """A connection that lists the given node-device XML documents."""
+
+    def __init__(self, xmls):
+        self.devices = [_StubDevice('dev%d' % i, xml)
+                        for i, xml in enumerate(xmls)]
+
+    def listAllDevices(self, flags=0):  # noqa: N802
+        return list(self.devices)
+
+    def getHostname(self):  # noqa: N802
+        return 'fuzz-host'
+
+    def getCapabilities(self):  # noqa: N802
+        return FAKE.capabilities_xml()
+
+
+class NodeDeviceFuzzTest(recorder.HardeningTestCase):
+
+    def assertParsed(self, found):
+        if found is None:
+            return
+        if isinstance(found, nodedev.Mdev):
+            self.assertEqual(found.uuid, names.normalize_uuid(found.uuid))
+            names.validate_mdev_type(found.mdev_type)
+            return
+        self.assertEqual(found.address,
+                         names.normalize_address(found.address))
+        for kind in found.mdev_types:
+            names.validate_mdev_type(kind.id)
+            self.assertIsInstance(kind.available_instances, int)
+            self.assertGreaterEqual(kind.available_instances, 0)
+        if isinstance(found, nodedev.PciFunction):
+            self.assertTrue(names.is_pci_address(found.address))
+            for value in (found.vendor_id, found.product_id):
+                self.assertRegex(value, r'\A[0-9a-f]{4}\Z')
+            self.assertTrue(found.numa_node is None or found.numa_node >= 0)
+            for vf in found.virt_functions:
+                self.assertTrue(names.is_pci_address(vf))
+
+    def test_node_device_xml(self):
+        with self.record('fuzz', 'node-device XML: PCI functions, SR-IOV, '
+                         'mdev_types, virtual parents, mdevs; generated, '
+                         'mutated and raw (nodedev.parse_node_device)',
+                         'records keeping the invariants or '
+                         'NodeDeviceXMLInvalid naming the device') as row:
+
+            @recorder.examples(200, 3000)
+            @given(node_device_xml)
+            def check(xml):
+                row.cases += 1
+                try:
+                    found = nodedev.parse_node_device(xml, 'listed-name')
+                except exception.NodeDeviceXMLInvalid as exc:
+                    self.assertTrue(exc.kwargs['device'])
+                    self.assertIn(str(exc.kwargs['device']), str(exc))
+                    return
+                self.assertParsed(found)
+
+            check()
+
+    def test_discovery_of_fuzzed_hosts(self):
+        with self.record('fuzz', 'a host listing fuzzed node devices '
+                         '(Host.discover -> tracker sync)',
+                         'device records and a synced tracker, or a '
+                         'project exception naming the device') as row:
+            settings = conf.load_settings(self._conf())
+
+            @recorder.examples(60, 800)
+            @given(st.lists(node_device_xml, max_size=5).map(
+                lambda extra: VALID_XMLS + extra))
+            def check(xmls):
+                row.cases += 1
+                host = host_mod.Host(StubConnection(xmls), 'fuzz-host')
+                try:
+                    records = host.discover(settings)
+                    tracker = manager.PciDevTracker(
+                        settings.whitelist, host.numa_topology())
+                    tracker.sync(records)
+                except exception.NovaPciMdevException as exc:
+                    self.assertTrue(str(exc))
+                    return
+                for record in records:
+                    self.assertEqual(record['address'],
+                                     names.normalize_address(
+                                         record['address']))
+
+            check()
+
+    def _conf(self):
+        path = self.useFixture(fixtures.TempDir()).join('nova.conf')
+        with open(path, 'w') as handle:
+            handle.write(NOVA_CONF)
+        return conf.new_config([path])
+
+
+cell_xml = st.builds(
+    lambda cid, unit, mem, cpus:
+    "<cell id='%s'><memory unit='%s'>%s</memory><cpus num='%d'>%s</cpus>"
+    '</cell>' % (cid, unit, mem, len(cpus), ''.join(
+        "<cpu id='%s' socket_id='%s'/>" % c for c in cpus)),
+    number(['0', '1', '2']), one_of_valid(['KiB', 'GiB', 'b', 'TB']),
+    number(['16777216', '0', '1']),
+    st.lists(st.tuples(number(['0', '1', '7']), number(['0', '1'])),
+             max_size=3))
+capabilities_xml = st.one_of(
+    st.lists(cell_xml, max_size=3).map(
+        lambda cells: '<capabilities><host><topology><cells num="%d">%s'
+        '</cells></topology></host></capabilities>'
+        % (len(cells), ''.join(cells))),
+    st.just(FAKE.capabilities_xml()).flatmap(_mutations),
+    hs.encodable_text)
+
+
+class CapabilitiesFuzzTest(recorder.HardeningTestCase):
+
+    def test_capabilities_xml(self):
+        with self.record('fuzz', 'capabilities XML: NUMA cells, memory '
+                         'units, cpus and socket ids '
+                         '(capabilities.parse_topology)',
+                         'a topology of unique non-negative cells or '
+                         'CapabilitiesXMLInvalid naming the value') as row:
+
+            @recorder.examples(200, 3000)
+            @given(capabilities_xml)
+            def check(xml):
+                row.cases += 1
+                try:
+                    topology = capabilities.parse_topology(xml)
+                except exception.CapabilitiesXMLInvalid as exc:
+                    self.assertTrue(exc.kwargs['reason'])
+                    return
+                ids = [c.id for c in topology.cells]
+                self.assertEqual(len(ids), len(set(ids)))
+                for cell in topology.cells:
+                    self.assertGreaterEqual(cell.id, 0)
+                    self.assertGreaterEqual(cell.memory_kb, 0)
+                    self.assertTrue(cell.socket is None or cell.socket >= 0)
+
+            check()
+
+    def test_unicode_digit_cell_id(self):
+        # Regression for the fuzz finding above: str.isdigit() accepts
+        # superscripts that int() refuses.
+        with self.record('fuzz', "capabilities cell id '\u00b2' "
+                         '(regression)',
+                         'CapabilitiesXMLInvalid naming the value') as row:
+            row.cases += 1
+            xml = ("<capabilities><host><topology><cells num='1'>"
+                   "<cell id='\u00b2'/></cells></topology></host>"
+                   '</capabilities>')
+            exc = self.assertRaises(exception.CapabilitiesXMLInvalid,
+                                    capabilities.parse_topology, xml)
+            self.assertIn('\u00b2', str(exc))
+
+
+hostdev_xml = st.one_of(
+    st.builds(lambda uuid, model, display:
+              "<hostdev mode='subsystem' type='mdev' model='%s' "
+              "display='%s'><source><address uuid='%s'/></source></hostdev>"
+              % (model, display, uuid),
+              one_of_valid([UUID]), one_of_valid(['vfio-pci']),
+              one_of_valid(['on', 'off'])),
+    st.builds(lambda parts, managed:
+              "<hostdev mode='subsystem' type='pci' managed='%s'><source>"
+              '%s</source></hostdev>' % (managed, _address_xml(parts)),
+              address_attr, one_of_valid(['yes', 'no'])),
+    one_of_valid(["<interface type='network'/>"]))
+guest_xml = st.one_of(
+    st.builds(lambda name, mem, unit, vcpu, devs:
+              "<domain type='kvm'><name>%s</name><memory unit='%s'>%s"
+              '</memory><vcpu>%s</vcpu><os><type>hvm</type></os>'
+              '<devices>%s</devices></domain>'
+              % (name, unit, mem, vcpu, ''.join(devs)),
+              one_of_valid(['instance-1']), number(['524288', '0x10']),
+              one_of_valid(['KiB', 'G']), number(['1', '4']),
+              st.lists(hostdev_xml, max_size=3)),
+    hs.encodable_text)
+
+
+class GuestXmlFuzzTest(recorder.HardeningTestCase):
+
+    def test_guest_xml(self):
+        with self.record('fuzz', 'guest domain XML with hostdevs '
+                         '(LibvirtConfigGuest.parse_str)',
+                         'config objects that format back to the same '
+                         'hostdevs, or LibvirtXmlError') as row:
+
+            @recorder.examples(150, 4000)
+            @given(guest_xml)
+            def check(xml):
+                row.cases += 1
+                try:
+                    guest = vconfig.LibvirtConfigGuest.parse_str(xml)
+                except exception.LibvirtXmlError as exc:
+                    self.assertTrue(exc.kwargs['element'])
+                    return
+                for dev in guest.hostdevs:
+                    self.assertEqual(dev, type(dev).parse_str(dev.to_xml()))
+
+            check()
+
+    def test_text_after_a_raw_device(self):
+        # Regression for the full run's finding: a raw device followed by
+        # text inside <devices> is re-serialised with that text (its
+        # tail), which ElementTree cannot read back.
+        with self.record('fuzz', 'guest XML with text after a raw device '
+                         '(regression)', 'LibvirtXmlError or the guest') \
+                as row:
+            row.cases += 1
+            xml = ("<domain type='kvm'><name>i</name><devices>"
+                   "<interface type='network'/>.</devices></domain>")
+            try:
+                vconfig.LibvirtConfigGuest.parse_str(xml)
+            except exception.LibvirtXmlError:
+                pass
+
+
+class SurrogateTest(recorder.HardeningTestCase):
+    """Lone surrogates: a Python str (and JSON, as ``\\ud800``) holds them,
+    UTF-8 cannot; the sidecar's extra_node_devices brings them to the XML
+    parser from a file an operator writes."""
+
+    def test_lone_surrogates_in_xml(self):
+        with self.record('fuzz', 'XML text with a lone surrogate (every XML '
+                         'entry point; reaches the parser from the '
+                         'sidecar JSON)', "the parser's own Invalid "
+                         'exception') as row:
+            tmp = self.useFixture(fixtures.TempDir()).path
+            sidecar = os.path.join(tmp, 'host_topology.json')
+
+            def through_sidecar(xml):
+                with open(sidecar, 'w') as handle:
+                    json.dump({'extra_node_devices': [xml]}, handle)
+                conn = libvirt.open(data.sample_connection_uri())
+                try:
+                    return emulated.EmulatedHost(
+                        conn, tmp, emulated.load_sidecar(sidecar))
+                finally:
+                    conn.close()
+
+            cases = (
+                (nodedev.parse_node_device,
+                 '<device><name>a\ud800</name></device>'),
+                (lambda x: host_mod.Host(StubConnection([x]), 'h').devices(),
+                 '<device><name>a\ud800</name></device>'),
+                (capabilities.parse_topology,
+                 '<capabilities>\ud800</capabilities>'),
+                (vconfig.LibvirtConfigGuest.parse_str,
+                 '<domain><name>\udfff</name></domain>'),
+                (through_sidecar, '<device><name>mtty</name>\ud800</device>'),
+            )
+            for parse, xml in cases:
+                row.cases += 1
+                self.assertRaises(exception.Invalid, parse, xml)
+
+
+BILLION_LAUGHS = """<?xml version="1.0"?>
+<!DOCTYPE %(root)s [
+  <!ENTITY a "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa">
+  <!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">
+  <!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">
+  <!ENTITY d "&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;">
+  <!ENTITY e "&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;">
+  <!ENTITY f "&e;&e;&e;&e;&e;&e;&e;&e;&e;&e;&e;&e;&e;&e;&e;&e;&e;&e;&e;&e;">
+]>
+<%(root)s><name>&f;</name></%(root)s>"""
+QUADRATIC = ('<!DOCTYPE %%(root)s [<!ENTITY q "%s">]><%%(root)s><name>%s'
+             '</name></%%(root)s>' % ('q' * 20000, '&q;' * 2000))
+EXTERNAL = ('<!DOCTYPE %(root)s [<!ENTITY s SYSTEM "file://%(secret)s">]>'
+            '<%(root)s><name>&s;</name></%(root)s>')
+PARAMETER = ('<!DOCTYPE %(root)s [<!ENTITY %% p SYSTEM "file://%(secret)s">'
+             '%%p;]><%(root)s/>')
+EXTERNAL_DTD = ('<!DOCTYPE %(root)s SYSTEM "file://%(secret)s">'
+                '<%(root)s><name>x</name></%(root)s>')
+UTF16_DOCTYPE = None      # built per root: the DTD in another encoding
+
+ENTITY_ATTACKS = (('billion laughs (20^6 expansion)', BILLION_LAUGHS),
+                  ('quadratic blow-up', QUADRATIC),
+                  ('external entity (file://)', EXTERNAL),
+                  ('parameter entity', PARAMETER),
+                  ('external DTD', EXTERNAL_DTD),
+                  ('UTF-16 document with an entity', UTF16_DOCTYPE))
+
+
+class EntityExpansionTest(recorder.HardeningTestCase):
+    """Every XML entry point refuses DTDs: nothing is expanded or read."""
+
+    SECRET = 'top-secret-%d' % os.getpid()
+
+    def setUp(self):
+        super().setUp()
+        tmp = self.useFixture(fixtures.TempDir()).path
+        self.secret = os.path.join(tmp, 'secret')
+        with open(self.secret, 'w') as handle:
+            handle.write(self.SECRET)
+
+    def _doc(self, template, root):
+        if template is None:
+            return (BILLION_LAUGHS % {'root': root}).replace(
+                'version="1.0"', 'version="1.0" encoding="UTF-16"').encode(
+                    'utf-16')
+        return template % {'root': root, 'secret': self.secret}
+
+    def _entry_points(self):
+        """(name, root element, callable(xml) that must refuse)."""
+        def discover(xml):
+            host = host_mod.Host(StubConnection([xml]), 'fuzz-host')
+            return host.devices()
+
+        def sidecar(xml):
+            path = self.secret + '_topology.json'
+            with open(path, 'w') as handle:
+                if isinstance(xml, bytes):     # JSON holds text
+                    xml = xml.decode('utf-16').replace(
+                        ' encoding="UTF-16"', '')
+                json.dump({'extra_node_devices': [xml]}, handle)
+            conn = libvirt.open(data.sample_connection_uri())
+            try:
+                return emulated.EmulatedHost(
+                    conn, os.path.dirname(path), emulated.load_sidecar(path))
+            finally:
+                conn.close()
+
+        return (
+            ('nodedev.parse_node_device', 'device',
+             nodedev.parse_node_device),
+            ('Host.devices (libvirt listing)', 'device', discover),
+            ('capabilities.parse_topology', 'capabilities',
+             capabilities.parse_topology),
+            ('LibvirtConfigGuest.parse_str', 'domain',
+             vconfig.LibvirtConfigGuest.parse_str),
+            ('LibvirtConfigNodeDeviceMdev.parse_str', 'device',
+             vconfig.LibvirtConfigNodeDeviceMdev.parse_str),
+            ('sidecar extra_node_devices', 'device', sidecar),
+        )
+
+    def test_entity_attacks_are_refused(self):
+        for attack, template in ENTITY_ATTACKS:
+            with self.record('fuzz', 'XML entity attack: %s' % attack,
+                             'refused (DOCTYPE/ENTITY) by every XML entry '
+                             'point, nothing expanded or read') as row:
+                for name, root, parse in self._entry_points():
+                    row.cases += 1
+                    xml = self._doc(template, root)
+                    try:
+                        result = parse(xml)
+                    except exception.Invalid as exc:
+                        self.assertRegex(str(exc), 'DOCTYPE|ENTITY|entity',
+                                         '%s: %s' % (name, exc))
+                        self.assertNotIn(self.SECRET, str(exc))
+                        continue
+                    self.fail('%s accepted %s: %r' % (name, attack,
+                                                      result)[:300])
+
+    def test_random_dtds_are_refused(self):
+        with self.record('fuzz', 'XML with generated DOCTYPE/ENTITY '
+                         'declarations (nodedev, capabilities, guest)',
+                         'refused, never expanded') as row:
+
+            @recorder.examples(60, 2000)
+            @given(st.sampled_from(['device', 'capabilities', 'domain']),
+                   st.lists(st.tuples(st.from_regex(r'\A[a-z]{1,5}\Z'),
+                                      hs.encodable_text.map(hs.xml_escape)),
+                            min_size=1, max_size=4),
+                   st.booleans())
+            def check(root, entities, reference):
+                row.cases += 1
+                decls = ''.join('<!ENTITY %s "%s">' % (n, v.replace('"', ''))
+                                for n, v in entities)
+                body = '&%s;' % entities[0][0] if reference else 'x'
+                xml = '<!DOCTYPE %s [%s]><%s><name>%s</name></%s>' % (
+                    root, decls, root, body, root)
+                parse = {'device': nodedev.parse_node_device,
+                         'capabilities': capabilities.parse_topology,
+                         'domain': vconfig.LibvirtConfigGuest.parse_str}[root]
+                exc = self.assertRaises(exception.Invalid, parse, xml)
+                self.assertIn('DOCTYPE', str(exc))
+
+            check()
