@@ -52,7 +52,8 @@ def default_state_dir(uri):
         slug = 'sample-host'
     else:
         slug = '%s-%s' % (re.sub(r'[^A-Za-z0-9]+', '-', uri).strip('-')[-40:],
-                          hashlib.sha256(uri.encode()).hexdigest()[:8])
+                          hashlib.sha256(uri.encode(
+                              'utf-8', 'surrogatepass')).hexdigest()[:8])
     return os.path.join(base, 'nova-pci-mdev', slug)
 
 
@@ -69,7 +70,9 @@ def build_compute_host(args, settings):
     from nova_pci_mdev.virt.libvirt import mdev
 
     os.makedirs(args.state_dir, mode=0o700, exist_ok=True)
-    conn = host_mod.connect(args.connection).connection
+    # connect() gives a Host that reopens the connection if libvirtd restarts.
+    host = host_mod.connect(args.connection)
+    conn = host.connection
     if args.connection.startswith('test://'):
         host_file = _host_file(args.connection)
         sidecar = emulated.load_sidecar(
@@ -77,14 +80,14 @@ def build_compute_host(args, settings):
         host = emulated.EmulatedHost(conn, args.state_dir, sidecar)
         backend = host.backend
     else:
-        host = host_mod.Host(conn)
         if host.has_min_version(7, 3):
             from nova_pci_mdev.virt.libvirt import mdev_libvirt
             backend = mdev_libvirt.LibvirtNodeDeviceBackend(conn)
         else:
             from nova_pci_mdev.virt.libvirt import mdev_sysfs
             backend = mdev_sysfs.SysfsBackend('/')
-    store = store_mod.SqliteStore(os.path.join(args.state_dir, 'state.db'))
+    store = store_mod.SqliteStore(os.path.join(args.state_dir, 'state.db'),
+                                  busy_timeout=60)
     return driver.ComputeHost(host, settings, store, mdev.MdevManager(backend),
                               host.numa_topology())
 

@@ -97,8 +97,13 @@ class SqliteStore(object):
                 self.path, timeout=busy_timeout, isolation_level=None)
             self._conn.execute('PRAGMA journal_mode=WAL').fetchone()
         try:
-            with self.transaction() as tx:
-                tx._prepare_schema()
+            # Checking an existing, current schema is a read: it must not
+            # queue behind (or hold up) writers for the write lock.
+            with self.transaction(immediate=False) as tx:
+                ready = tx._prepare_schema(create=False)
+            if not ready:
+                with self.transaction() as tx:
+                    tx._prepare_schema()
         except BaseException:
             self.close()
             raise
@@ -126,8 +131,12 @@ class SqliteStore(object):
             raise self._error('%s failed: %s' % (action, exc)) from exc
 
     @contextlib.contextmanager
-    def transaction(self):
-        """A :class:`Transaction`: BEGIN IMMEDIATE, COMMIT or ROLLBACK."""
+    def transaction(self, immediate=True):
+        """A :class:`Transaction`: BEGIN IMMEDIATE, COMMIT or ROLLBACK.
+
+        ``immediate=False`` begins a deferred transaction, for reads: it
+        takes no write lock until its first write.
+        """
         if self._conn is None:
             raise self._error('the store is closed')
         if self._tx is not None:
@@ -135,7 +144,7 @@ class SqliteStore(object):
                               'store (transactions do not nest)')
         with self._errors('begin transaction (waited up to %ss for other '
                           'writers)' % self.busy_timeout):
-            self._conn.execute('BEGIN IMMEDIATE')
+            self._conn.execute('BEGIN IMMEDIATE' if immediate else 'BEGIN')
         tx = self._tx = Transaction(self, self._conn)
         try:
             yield tx
@@ -180,16 +189,21 @@ class Transaction(object):
 
     # -- schema ------------------------------------------------------------
 
-    def _prepare_schema(self):
+    def _prepare_schema(self, create=True):
+        """Check the schema; create it in an empty database when
+        ``create`` (the transaction must then hold the write lock). False
+        when the database is empty and ``create`` is False, else True."""
         with self._sql('read schema') as conn:
             tables = {row[0] for row in conn.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
             if not tables:
+                if not create:
+                    return False
                 for statement in _SCHEMA:
                     conn.execute(statement)
                 conn.execute('INSERT INTO schema_version (version) '
                              'VALUES (?)', (SCHEMA_VERSION,))
-                return
+                return True
             if 'schema_version' not in tables:
                 raise self._store._error(
                     'not a nova-pci-mdev state store (no schema_version '
@@ -206,6 +220,7 @@ class Transaction(object):
                 'understands (%d); use the newer release or another state '
                 'directory' % (version, SCHEMA_VERSION))
         # Older versions would be migrated here; 1 is the first.
+        return True
 
     # -- devices -----------------------------------------------------------
 
@@ -224,7 +239,7 @@ class Transaction(object):
                           if value is not None or field_defs[name].nullable}
                 dev = pci_device.PciDevice(**kwargs)
             except (exception.NovaPciMdevException, ValueError,
-                    TypeError) as exc:
+                    TypeError, OverflowError, RecursionError) as exc:
                 raise self._store._error('stored device %s is invalid: %s'
                                          % (values['address'], exc))
             dev.obj_reset_changes()
@@ -261,7 +276,8 @@ class Transaction(object):
         with self._sql('load instances') as conn:
             rows = conn.execute(
                 'SELECT uuid, data FROM instances ORDER BY uuid').fetchall()
-        return {uuid: json.loads(data) for uuid, data in rows}
+        return {uuid: self._loads('instance %s' % uuid, data)
+                for uuid, data in rows}
 
     def save_instance(self, instance_uuid, data):
         text = self._dumps('instance %s' % instance_uuid, data)
@@ -280,7 +296,7 @@ class Transaction(object):
         with self._sql('read %s' % key) as conn:
             row = conn.execute('SELECT value FROM documents WHERE key = ?',
                                (key,)).fetchone()
-        return default if row is None else json.loads(row[0])
+        return default if row is None else self._loads(key, row[0])
 
     def put(self, key, value):
         text = self._dumps(key, value)
@@ -291,6 +307,13 @@ class Transaction(object):
     def delete(self, key):
         with self._sql('delete %s' % key) as conn:
             conn.execute('DELETE FROM documents WHERE key = ?', (key,))
+
+    def _loads(self, what, text):
+        try:
+            return json.loads(text)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise self._store._error('stored %s is not valid JSON: %s'
+                                     % (what, exc)) from None
 
     def _dumps(self, what, value):
         try:

@@ -41,11 +41,18 @@ records (they are still returned by :meth:`Host.list_mdevs`).
 Libvirt errors are wrapped exactly once, in
 :class:`~nova_pci_mdev.exception.HypervisorError` naming the device (or
 ``connection``/``host capabilities``); project exceptions pass unchanged.
+
+A lost connection (libvirtd restarted) is reopened through the injected
+``reconnect`` callable: a connection-level call that fails because the
+connection is gone reopens it once and is retried once; a call on a node
+device handle of the dead connection fails, and the next connection-level
+call (the next operation) reopens it.
 """
 
 import collections
 import contextlib
 import dataclasses
+import sys
 import typing
 
 from nova_pci_mdev import exception
@@ -127,16 +134,53 @@ def _hypervisor_call(device):
             code=code) from exc
 
 
+_MISSING = object()
+
+
+def _connection_lost(exc, conn):
+    """True when libvirt error ``exc`` means that ``conn`` is gone.
+
+    Codes are read from the module of the error's class (the real
+    ``libvirt`` or a fake with its own values): VIR_ERR_NO_CONNECT, or
+    VIR_ERR_SYSTEM_ERROR / VIR_ERR_INTERNAL_ERROR raised by the RPC or
+    remote layer; otherwise the connection's own ``isAlive()`` decides (a
+    libvirt error from it, e.g. on a closed connection, means lost too).
+    """
+    module = sys.modules.get(type(exc).__module__)
+
+    def const(name):
+        return getattr(module, name, _MISSING)
+
+    code = exc.get_error_code()
+    if code == const('VIR_ERR_NO_CONNECT'):
+        return True
+    domain_of = getattr(exc, 'get_error_domain', None)
+    domain = domain_of() if callable(domain_of) else None
+    if (code in (const('VIR_ERR_SYSTEM_ERROR'),
+                 const('VIR_ERR_INTERNAL_ERROR'))
+            and domain in (const('VIR_FROM_RPC'), const('VIR_FROM_REMOTE'))):
+        return True
+    try:
+        return not conn.isAlive()
+    except Exception as check:
+        return _is_libvirt_error(check)
+
+
 def connect(uri, nodename=None):
-    """A :class:`Host` on ``libvirt.open(uri)`` (read-write)."""
+    """A :class:`Host` on ``libvirt.open(uri)`` (read-write); it reopens
+    ``uri`` when the connection is lost."""
     module = _libvirt()
     if module is None:
         raise exception.HypervisorError(
             device=uri, reason='libvirt-python is not installed')
     _install_error_handler(module)
+
+    def reopen():
+        return module.open(uri)
+
     with _hypervisor_call(uri):
-        conn = module.open(uri)
-    return Host(conn, nodename=nodename)
+        conn = reopen()
+    return Host(conn, nodename=nodename, reconnect=reopen)
 
 
 class MdevLocation(typing.NamedTuple):
@@ -305,41 +349,61 @@ class Host:
     """Discovery on one injected libvirt connection.
 
     ``nodename`` names the compute node (it seeds slot UUIDs); it defaults
-    to the connection's hostname.
+    to the connection's hostname. ``reconnect`` (optional) returns a new
+    connection; without it a lost connection stays lost. ``connection`` is
+    always the current connection.
     """
 
-    def __init__(self, conn, nodename=None):
+    def __init__(self, conn, nodename=None, reconnect=None):
         if conn is None:
             raise exception.InvalidValue(field='connection', value=conn,
                                          rule='expected a libvirt connection')
         self._conn = conn
         self._nodename = nodename
+        self._reconnect = reconnect
         _install_error_handler(_libvirt())
 
     @property
     def connection(self):
         return self._conn
 
+    def _call(self, device, method, *args):
+        """``self.connection.<method>(*args)``, errors wrapped naming
+        ``device``; on a lost connection, reopen once and retry once."""
+        try:
+            with _hypervisor_call(device):
+                return getattr(self._conn, method)(*args)
+        except exception.HypervisorError as exc:
+            cause = exc.__cause__
+            if (self._reconnect is None or cause is None
+                    or not _connection_lost(cause, self._conn)):
+                raise
+        old = self._conn
+        with _hypervisor_call(device):
+            self._conn = self._reconnect()
+            try:
+                old.close()
+            except Exception:
+                pass            # it is dead already
+            return getattr(self._conn, method)(*args)
+
     @property
     def hostname(self):
         if self._nodename is None:
-            with _hypervisor_call('connection'):
-                self._nodename = self._conn.getHostname()
+            self._nodename = self._call('connection', 'getHostname')
         return self._nodename
 
     @property
     def lib_version(self):
         """libvirt's version as an integer (major * 1e6 + minor * 1e3 +
         micro)."""
-        with _hypervisor_call('connection'):
-            return self._conn.getLibVersion()
+        return self._call('connection', 'getLibVersion')
 
     def has_min_version(self, major, minor=0, micro=0):
         return self.lib_version >= major * 1000000 + minor * 1000 + micro
 
     def _list(self, flags):
-        with _hypervisor_call('connection'):
-            return self._conn.listAllDevices(flags)
+        return self._call('connection', 'listAllDevices', flags)
 
     def devices(self, flags=None):
         """Parsed node devices (:mod:`.nodedev` objects) of one listing.
@@ -380,8 +444,7 @@ class Host:
     def numa_topology(self, sidecar=None):
         """The host's NUMA cells; from ``sidecar`` (a JSON file path) only
         when the host reports no cells."""
-        with _hypervisor_call('host capabilities'):
-            xml = self._conn.getCapabilities()
+        xml = self._call('host capabilities', 'getCapabilities')
         topology = capabilities.parse_topology(xml)
         if not topology.cells and sidecar is not None:
             return capabilities.load_topology_sidecar(sidecar)
