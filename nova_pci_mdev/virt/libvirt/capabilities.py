@@ -41,11 +41,16 @@ def _caps_error(reason):
     return exception.CapabilitiesXMLInvalid(reason=reason)
 
 
+#: More digits than any cell id, CPU id or memory size can have (2**64).
+_MAX_DIGITS = 20
+
+
 def _non_negative(value, what, error):
     text = (value or '').strip()
-    if not _ASCII_DIGITS.fullmatch(text):
-        raise error('%s %r is not an integer >= 0 (ASCII digits only)'
-                    % (what, value))
+    if not _ASCII_DIGITS.fullmatch(text) or len(text) > _MAX_DIGITS:
+        raise error('%s %r is not an integer >= 0 (ASCII digits only, at '
+                    'most %d)' % (what, value if len(str(value)) < 80 else
+                                  str(value)[:60] + '...', _MAX_DIGITS))
     return int(text)
 
 
