@@ -119,6 +119,15 @@ def _is_active(dev):
         raise
 
 
+def _wrapped(exc, device):
+    """The :class:`~nova_pci_mdev.exception.HypervisorError` for libvirt
+    error ``exc`` of a call about ``device``."""
+    code = exc.get_error_code()
+    return exception.HypervisorError(
+        device=device, reason='%s (libvirt error code %s)' % (exc, code),
+        code=code)
+
+
 @contextlib.contextmanager
 def _hypervisor_call(device):
     try:
@@ -128,10 +137,22 @@ def _hypervisor_call(device):
     except Exception as exc:
         if not _is_libvirt_error(exc):
             raise
-        code = exc.get_error_code()
-        raise exception.HypervisorError(
-            device=device, reason='%s (libvirt error code %s)' % (exc, code),
-            code=code) from exc
+        raise _wrapped(exc, device) from exc
+
+
+def _describe(dev):
+    """``(name, XMLDesc(0))`` of a listed node device, libvirt errors
+    wrapped naming the device (a plain try: this runs once per device)."""
+    name = 'node device'
+    try:
+        name = dev.name()
+        return name, dev.XMLDesc(0)
+    except exception.NovaPciMdevException:
+        raise
+    except Exception as exc:
+        if not _is_libvirt_error(exc):
+            raise
+        raise _wrapped(exc, name) from exc
 
 
 _MISSING = object()
@@ -417,10 +438,7 @@ class Host:
                      | _flag('VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV'))
         parsed = []
         for dev in self._list(flags):
-            with _hypervisor_call('node device'):
-                name = dev.name()
-            with _hypervisor_call(name):
-                xml = dev.XMLDesc(0)
+            name, xml = _describe(dev)
             item = nodedev.parse_node_device(xml, device_name=name)
             if isinstance(item, nodedev.Mdev) and not _is_active(dev):
                 item = dataclasses.replace(item, active=False)

@@ -44,12 +44,30 @@ _MDEV_NAME_RE = re.compile(
 #: function 3 bits).
 _PCI_LIMITS = (('domain', 0xffff), ('bus', 0xff), ('slot', 0x1f),
                ('function', 0x7))
+#: Fast paths for the two address spellings libvirt writes; any other
+#: spelling is parsed part by part with range checks and precise errors.
+_LIBVIRT_ADDRESS_ATTRS_RE = re.compile(
+    r'0x([0-9a-fA-F]{4}:)0x([0-9a-fA-F]{2}:)0x([01][0-9a-fA-F]\.)0x([0-7])')
+_DECIMAL_ADDRESS_RE = re.compile(
+    r'([0-9]{1,5}):([0-9]{1,3}):([0-9]{1,2})\.([0-7])')
 
 
 # -- safe XML --------------------------------------------------------------
 
 class _Refused(Exception):
     """Raised from expat handlers; carries the reason."""
+
+
+def _refuse(what):
+    def handler(*args):
+        raise _Refused('%s is refused (no DTDs or entities in libvirt XML)'
+                       % what)
+    return handler
+
+
+_REFUSE_DOCTYPE = _refuse('a DOCTYPE declaration')
+_REFUSE_ENTITY = _refuse('an ENTITY declaration')
+_REFUSE_EXTERNAL = _refuse('an external entity reference')
 
 
 def parse_xml(text, on_error):
@@ -62,28 +80,21 @@ def parse_xml(text, on_error):
     predefined XML entities and character references are decoded.
     ``on_error(reason)`` must return the exception to raise.
     """
-    builder = ElementTree.TreeBuilder()
-    parser = expat.ParserCreate()
-    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
-
-    def refuse(what):
-        def handler(*args):
-            raise _Refused('%s is refused (no DTDs or entities in '
-                           'libvirt XML)' % what)
-        return handler
-
-    parser.StartDoctypeDeclHandler = refuse('a DOCTYPE declaration')
-    parser.EntityDeclHandler = refuse('an ENTITY declaration')
-    parser.ExternalEntityRefHandler = refuse('an external entity reference')
-    parser.StartElementHandler = builder.start
-    parser.EndElementHandler = builder.end
-    parser.CharacterDataHandler = builder.data
-    parser.buffer_text = True
     if text is None or (isinstance(text, (str, bytes)) and not text.strip()):
         raise on_error('empty XML document')
     if not isinstance(text, (str, bytes)):
         raise on_error('expected an XML string, got %s' %
                        type(text).__name__)
+    builder = ElementTree.TreeBuilder()
+    parser = expat.ParserCreate()
+    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    parser.StartDoctypeDeclHandler = _REFUSE_DOCTYPE
+    parser.EntityDeclHandler = _REFUSE_ENTITY
+    parser.ExternalEntityRefHandler = _REFUSE_EXTERNAL
+    parser.StartElementHandler = builder.start
+    parser.EndElementHandler = builder.end
+    parser.CharacterDataHandler = builder.data
+    parser.buffer_text = True
     try:
         parser.Parse(text, True)
         return builder.close()
@@ -238,20 +249,46 @@ class _Context:
             raise self.error('<%s id=%r> is not a hex id of at most 4 '
                              'digits' % (tag, value))
         name = (child.text or '').strip() or None
-        return '%04x' % int(match.group(2), 16), name
+        return match.group(2).lower().zfill(4), name
 
     def pci_address(self, parts):
-        """Canonical address from ``{'domain': 0, ...}`` integers."""
-        return names.normalize_address('%04x:%02x:%02x.%x' % tuple(
-            parts[key] for key, _ in _PCI_LIMITS))
+        """Canonical address from ``(domain, bus, slot, function)``
+        integers checked against :data:`_PCI_LIMITS`."""
+        return '%04x:%02x:%02x.%x' % parts
+
+    def address_parts(self, values, what, base):
+        """Range-checked integers of ``values`` (domain, bus, slot,
+        function); ``what`` prefixes the part names in errors."""
+        return tuple(
+            self.integer(value, what + key, maximum=limit, base=base)
+            for value, (key, limit) in zip(values, _PCI_LIMITS))
 
     def address_attrs(self, elem):
         """An ``<address domain='0x0000' bus='0x81' .../>`` (hex)."""
-        parts = {}
-        for key, limit in _PCI_LIMITS:
-            parts[key] = self.integer(elem.get(key), 'address %s' % key,
-                                      maximum=limit, base=16)
-        return self.pci_address(parts)
+        values = [elem.get(key) for key, _ in _PCI_LIMITS]
+        # libvirt's own spelling (0x%04x, 0x%02x, 0x%02x, 0x%x) is already
+        # canonical once lower-cased; anything else takes the general path.
+        match = _LIBVIRT_ADDRESS_ATTRS_RE.fullmatch(
+            '%s:%s:%s.%s' % tuple(values))
+        if match:
+            return ''.join(match.groups()).lower()
+        return self.pci_address(
+            self.address_parts(values, 'address ', base=16))
+
+    def address_children(self, cap):
+        """The decimal ``<domain>``, ``<bus>``, ``<slot>``, ``<function>``
+        children of a ``pci`` capability."""
+        values = [cap.findtext(key) for key, _ in _PCI_LIMITS]
+        match = _DECIMAL_ADDRESS_RE.fullmatch('%s:%s:%s.%s' % tuple(values))
+        if match:
+            parts = tuple(map(int, match.groups()))
+            if all(part <= limit
+                   for part, (_, limit) in zip(parts, _PCI_LIMITS)):
+                return self.pci_address(parts)
+        for (key, _), value in zip(_PCI_LIMITS, values):
+            if value is None or not value.strip():
+                raise self.error('missing <%s> in <%s>' % (key, cap.tag))
+        return self.pci_address(self.address_parts(values, '', base=10))
 
     def mdev_type_id(self, value):
         try:
@@ -286,10 +323,7 @@ def _mdev_types(ctx, cap):
 
 
 def _parse_pci(ctx, root, cap):
-    parts = {}
-    for key, limit in _PCI_LIMITS:
-        parts[key] = ctx.integer(ctx.text(cap, key), key, maximum=limit)
-    address = ctx.pci_address(parts)
+    address = ctx.address_children(cap)
     vendor_id, vendor_name = ctx.hex_id(cap, 'vendor')
     product_id, product_name = ctx.hex_id(cap, 'product')
     numa_node = None

@@ -25,6 +25,7 @@ not orphan them. So ``len(result) == max(len(existing),
 min(len(existing) + available, max_instances))``.
 """
 
+import hashlib
 import uuid as uuid_lib
 
 from nova_pci_mdev import exception
@@ -32,6 +33,7 @@ from nova_pci_mdev import names
 
 #: Namespace of slot UUIDs; never change it (slot identities derive from it).
 SLOT_NAMESPACE = uuid_lib.UUID('6f1c3a52-5d0e-4c1b-9a7e-0b8f2d4c6e10')
+_NAMESPACE_BYTES = SLOT_NAMESPACE.bytes
 
 
 def slot_uuid(nodename, parent_addr, mdev_type, index):
@@ -47,8 +49,17 @@ def slot_uuid(nodename, parent_addr, mdev_type, index):
 
 
 def _slot_uuid(nodename, parent_addr, mdev_type, index):
+    """``str(uuid.uuid5(SLOT_NAMESPACE, key))`` without the UUID object
+    (discovery computes one per creatable slot; the unit tests compare the
+    two)."""
     key = '%s/%s/%s/%d' % (nodename, parent_addr, mdev_type, index)
-    return str(uuid_lib.uuid5(SLOT_NAMESPACE, key))
+    raw = bytearray(
+        hashlib.sha1(_NAMESPACE_BYTES + key.encode('utf-8')).digest()[:16])
+    raw[6] = (raw[6] & 0x0f) | 0x50       # version 5
+    raw[8] = (raw[8] & 0x3f) | 0x80       # RFC 4122 variant
+    text = raw.hex()
+    return '%s-%s-%s-%s-%s' % (text[:8], text[8:12], text[12:16],
+                               text[16:20], text[20:])
 
 
 def _check_nodename(nodename):

@@ -1,5 +1,7 @@
 """Node-device XML -> dataclasses, good and bad, table-driven."""
 
+import hypothesis
+from hypothesis import strategies as st
 import testtools
 
 from nova_pci_mdev import exception
@@ -264,6 +266,76 @@ class ParseBadTest(testtools.TestCase):
         exc = self.assertRaises(exception.NodeDeviceXMLInvalid,
                                 nodedev.parse_node_device, 42, 'dev')
         self.assertIn('int', str(exc))
+
+
+def _spell(draw, value, width, hex_only):
+    """One way to write ``value``: libvirt's padded hex, other paddings and
+    cases, or (``hex_only`` False) decimal."""
+    kind = draw(st.sampled_from(['libvirt', 'short', 'long', 'upper']
+                                + ([] if hex_only else ['decimal'])))
+    if kind == 'decimal':
+        return str(value)
+    if kind == 'short':
+        return '0x%x' % value
+    if kind == 'long':
+        return '0x%0*x' % (width + 1, value) if width < 4 else '0x%04x' % value
+    if kind == 'upper':
+        return '0x%0*X' % (width, value)
+    return '0x%0*x' % (width, value)
+
+
+PARTS = st.tuples(st.integers(0, 0xffff), st.integers(0, 0xff),
+                  st.integers(0, 0x1f), st.integers(0, 7))
+
+
+class AddressSpellingTest(testtools.TestCase):
+    """The fast paths for libvirt's spellings agree with the general
+    part-by-part parser on every spelling, valid or out of range."""
+
+    @hypothesis.given(parts=PARTS, data=st.data())
+    def test_address_attributes(self, parts, data):
+        spelled = [_spell(data.draw, value, width, hex_only=True)
+                   for value, width in zip(parts, (4, 2, 2, 1))]
+        xml = X.vf('0000:81:10.0', '0000:81:00.0').replace(
+            "domain='0x0000' bus='0x81' slot='0x00' function='0x0'",
+            "domain='%s' bus='%s' slot='%s' function='%s'" % tuple(spelled))
+        found = nodedev.parse_node_device(xml)
+        self.assertEqual('%04x:%02x:%02x.%x' % parts, found.phys_function)
+
+    @hypothesis.given(parts=PARTS)
+    def test_capability_children(self, parts):
+        found = nodedev.parse_node_device(X.pci('0000:00:00.0').replace(
+            '<domain>0</domain>', '<domain>%d</domain>' % parts[0]).replace(
+            '<bus>0</bus>', '<bus>%d</bus>' % parts[1]).replace(
+            '<slot>0</slot>', '<slot>%d</slot>' % parts[2]).replace(
+            '<function>0</function>', '<function>%d</function>' % parts[3]))
+        self.assertEqual('%04x:%02x:%02x.%x' % parts, found.address)
+
+    def test_out_of_range_in_libvirt_spelling(self):
+        for attrs, words in [("slot='0x20'", ['address slot', '0x20']),
+                             ("function='0x8'", ['address function']),
+                             ("domain='0x10000'", ['address domain'])]:
+            key = attrs.split('=')[0]
+            xml = X.vf('0000:81:10.0', '0000:81:00.0')
+            start = xml.index(key + "='", xml.index('phys_function'))
+            end = xml.index("'", start + len(key) + 2) + 1
+            xml = xml[:start] + attrs + xml[end:]
+            exc = self.assertRaises(exception.NodeDeviceXMLInvalid,
+                                    nodedev.parse_node_device, xml)
+            for word in words:
+                self.assertIn(word, str(exc))
+
+    def test_separators_inside_a_value_are_refused(self):
+        xml = X.vf('0000:81:10.0', '0000:81:00.0').replace(
+            "domain='0x0000' bus='0x81'", "domain='0x0000:0x81' bus=''")
+        exc = self.assertRaises(exception.NodeDeviceXMLInvalid,
+                                nodedev.parse_node_device, xml)
+        self.assertIn('address domain', str(exc))
+        pci = X.pci('0000:84:00.0').replace('<bus>132</bus>',
+                                            '<bus>132.0</bus>')
+        exc = self.assertRaises(exception.NodeDeviceXMLInvalid,
+                                nodedev.parse_node_device, pci)
+        self.assertIn("bus '132.0' is not an integer", str(exc))
 
 
 class NamesTest(testtools.TestCase):

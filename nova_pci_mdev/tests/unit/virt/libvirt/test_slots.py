@@ -33,6 +33,15 @@ class SlotUuidTest(testtools.TestCase):
         self.assertEqual('f4e54165-1ca8-5e96-a0d6-a13b5d928aba',
                          slots.slot_uuid(NODE, PARENT, TYPE, 0))
 
+    @hypothesis.given(
+        nodename=st.text(min_size=1).filter(
+            lambda t: not any(0xd800 <= ord(c) <= 0xdfff for c in t)),
+        index=st.integers(min_value=0, max_value=2 ** 70))
+    def test_same_as_stdlib_uuid5(self, nodename, index):
+        key = '%s/%s/%s/%d' % (nodename, PARENT, TYPE, index)
+        self.assertEqual(str(uuid_lib.uuid5(slots.SLOT_NAMESPACE, key)),
+                         slots.slot_uuid(nodename, PARENT, TYPE, index))
+
     def test_every_input_matters(self):
         base = slots.slot_uuid(NODE, PARENT, TYPE, 0)
         variants = [('compute-2', PARENT, TYPE, 0),
