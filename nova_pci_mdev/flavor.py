@@ -18,6 +18,7 @@ from nova_pci_mdev.pci import request as pci_request
 _RESOURCES_KEY = re.compile(r'^resources(?P<suffix>[A-Za-z0-9_-]*):'
                             r'(?P<rc>.*)$')
 _RC_NAME = re.compile(r'^(CUSTOM_[A-Z0-9_]+|[A-Z][A-Z0-9_]*)$')
+_AMOUNT_RE = re.compile(r'[0-9]{1,9}')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,12 +38,17 @@ class FlavorRequest:
         return total
 
 
+def _amount(value):
+    """``value`` as an int if it is 1 to 9 ASCII digits (surrounding
+    blanks allowed), else None: ``int()`` alone would also take ``1_0``,
+    ``+1`` and non-ASCII digits."""
+    text = str(value).strip()
+    return int(text) if _AMOUNT_RE.fullmatch(text) else None
+
+
 def _positive_int(key, value):
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        number = 0
-    if number <= 0:
+    number = _amount(value)
+    if number is None or number <= 0:
         raise exception.InvalidExtraSpec(
             key=key, value=value, reason='expected a positive integer')
     return number
@@ -68,11 +74,8 @@ def parse(extra_specs, aliases):
                 reason='resource class %r must be upper case letters, '
                        'digits and "_" (CUSTOM_ prefix for custom '
                        'classes)' % rc)
-        try:
-            amount = int(str(value).strip())
-        except ValueError:
-            amount = -1
-        if amount < 0:
+        amount = _amount(value)
+        if amount is None:
             raise exception.InvalidExtraSpec(
                 key=key, value=value,
                 reason='expected a non-negative integer amount')

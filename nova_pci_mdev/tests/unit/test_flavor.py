@@ -1,0 +1,71 @@
+"""Flavor extra specs: alias requests, hw:numa_nodes and resources groups."""
+
+import json
+
+import testtools
+
+from nova_pci_mdev import exception
+from nova_pci_mdev import flavor
+from nova_pci_mdev.pci import request
+
+VGPU = {'vendor_id': '10de', 'mdev_type': 'nvidia-35', 'name': 'vGPU'}
+
+
+def parse(specs):
+    return flavor.parse(specs, request.AliasTable.from_config(
+        [json.dumps(VGPU)]))
+
+
+class FlavorParseTest(testtools.TestCase):
+
+    def test_alias_and_resources_together(self):
+        found = parse({'pci_passthrough:alias': 'vGPU:2',
+                       'hw:numa_nodes': ' 2 ',
+                       'resources:VGPU': '1',
+                       'resources1:CUSTOM_NVIDIA_35': '2',
+                       'resources_g:CUSTOM_NVIDIA_35': '1',
+                       'resources2:VCPU': '0',
+                       'hw:cpu_policy': 'dedicated'})
+        self.assertEqual(1, len(found.pci_requests))
+        self.assertEqual(2, found.pci_requests[0].count)
+        self.assertEqual(2, found.numa_nodes)
+        # A zero amount asks for nothing, as in Nova.
+        self.assertEqual({'': {'VGPU': 1}, '1': {'CUSTOM_NVIDIA_35': 2},
+                          '_g': {'CUSTOM_NVIDIA_35': 1}},
+                         found.resource_groups)
+        self.assertEqual({'VGPU': 1, 'CUSTOM_NVIDIA_35': 3},
+                         found.resources)
+
+    def test_nothing_asked(self):
+        found = parse({'hw:mem_page_size': 'large'})
+        self.assertEqual((), found.pci_requests)
+        self.assertIsNone(found.numa_nodes)
+        self.assertEqual({}, found.resources)
+
+    def test_bad_amounts_name_key_value_and_rule(self):
+        # int() alone would take '1_0', '+1' and non-ASCII digits.
+        for key in ('resources:VGPU', 'resources3:CUSTOM_X'):
+            for value in ('-1', 'one', '1_0', '+1', '\u0661', '1.0', '',
+                          '1234567890', None):
+                exc = self.assertRaises(exception.InvalidExtraSpec, parse,
+                                        {key: value})
+                self.assertIn(key, str(exc))
+                self.assertIn(repr(value).strip("'"), str(exc))
+                self.assertIn('non-negative integer', str(exc))
+
+    def test_bad_numa_nodes(self):
+        for value in ('0', '-2', 'two', '1_0', '\u0662', ''):
+            exc = self.assertRaises(exception.InvalidExtraSpec, parse,
+                                    {'hw:numa_nodes': value})
+            self.assertIn('hw:numa_nodes', str(exc))
+            self.assertIn('positive integer', str(exc))
+
+    def test_bad_resource_class(self):
+        exc = self.assertRaises(exception.InvalidExtraSpec, parse,
+                                {'resources:custom_vgpu': '1'})
+        self.assertIn('custom_vgpu', str(exc))
+        self.assertIn('upper case', str(exc))
+
+    def test_unknown_alias(self):
+        self.assertRaises(exception.Invalid, parse,
+                          {'pci_passthrough:alias': 'nope:1'})
