@@ -42,6 +42,11 @@ _PARENT_OK = (Status.AVAILABLE, Status.UNCLAIMABLE, Status.UNAVAILABLE)
 #: Fields a device record from the hypervisor may not overwrite.
 _STATEFUL = frozenset(('status', 'instance_uuid', 'request_id', 'id',
                        'uuid', 'extra_info'))
+#: ``extra_info`` key the tracker owns: an in-use device left the host.
+MISSING = 'missing'
+#: ``extra_info`` keys a hypervisor record never sets nor clears; every
+#: other key mirrors the latest record.
+TRACKER_EXTRA_KEYS = frozenset((MISSING,))
 
 
 @base.NovaPciMdevObjectRegistry.register
@@ -159,10 +164,15 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
 
         Status, owner and identity are never taken from a record. Keys that
         are not fields go to ``extra_info`` (strings as they are, other
-        values as JSON).
+        values as JSON). ``extra_info`` afterwards holds exactly the
+        record's extra keys plus :data:`TRACKER_EXTRA_KEYS`: a key the
+        hypervisor stopped reporting (``resource_class`` after a type
+        change) is dropped.
         """
         changed = False
-        extra = dict(self.extra_info) if 'extra_info' in self else {}
+        old_extra = self.extra_info if 'extra_info' in self else {}
+        extra = {key: value for key, value in old_extra.items()
+                 if key in TRACKER_EXTRA_KEYS}
         for key, value in record.items():
             if key in _STATEFUL:
                 continue
@@ -171,22 +181,17 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
                     setattr(self, key, value)
                     changed = True
             else:
-                text = value if isinstance(value, str) else (
+                extra[key] = value if isinstance(value, str) else (
                     jsonutils.dumps(value))
-                if extra.get(key) != text:
-                    extra[key] = text
-                    changed = True
         for key in ('mdev_type', 'parent_addr', 'numa_node'):
             if key not in record and key not in self:
                 setattr(self, key, None)
-        extra_in_record = record.get('extra_info')
-        if extra_in_record:
-            for key, value in extra_in_record.items():
-                if extra.get(key) != value:
-                    extra[key] = value
-                    changed = True
-        if 'extra_info' not in self or extra != self.extra_info:
+        for key, value in (record.get('extra_info') or {}).items():
+            if key not in TRACKER_EXTRA_KEYS:
+                extra[key] = value
+        if 'extra_info' not in self or extra != old_extra:
             self.extra_info = extra
+            changed = True
         return changed
 
     # -- state machine -----------------------------------------------------

@@ -55,7 +55,7 @@ FREE = frozenset((Status.AVAILABLE, Status.UNCLAIMABLE, Status.UNAVAILABLE))
 #: Statuses of a device that left the tracker.
 GONE = frozenset((Status.REMOVED, Status.DELETED))
 #: ``extra_info`` key flagging an in-use device that left the host.
-MISSING = 'missing'
+MISSING = pci_device.MISSING
 
 
 class SyncReport(typing.NamedTuple):

@@ -82,6 +82,21 @@ class TestSerialisation(testtools.TestCase):
         self.assertEqual(S.CLAIMED, dev.status)
         self.assertEqual(INST_A, dev.instance_uuid)
 
+    def test_update_device_drops_extra_keys_the_host_stopped_reporting(self):
+        record = dict(_slot_record(), extra_info={
+            'resource_class': 'CUSTOM_VGPU', 'mdev_exists': 'true'})
+        dev = objects.PciDevice.create(record)
+        dev.claim(INST_A)
+        dev.extra_info = dict(dev.extra_info, missing='true')
+        # The type lost its resource class; the tracker's own flag stays and
+        # a record cannot set or clear it.
+        self.assertTrue(dev.update_device(dict(_slot_record(), extra_info={
+            'mdev_exists': 'true', 'missing': 'false'})))
+        self.assertEqual({'mdev_exists': 'true', 'missing': 'true'},
+                         dev.extra_info)
+        self.assertFalse(dev.update_device(dict(_slot_record(), extra_info={
+            'mdev_exists': 'true'})))
+
 
 class TestBackports(testtools.TestCase):
 
