@@ -216,6 +216,7 @@ def cmd_claim(args, out):
             'numa_cells': result.numa_cells,
             'allocations': result.allocations,
             'created_mdevs': list(result.created_mdevs),
+            'removed_mdevs': list(result.removed_mdevs),
             'devices': [render.device_dict(d) for d in result.devices],
             'devices_xml': result.devices_xml(),
         }) + '\n')
@@ -232,6 +233,9 @@ def cmd_claim(args, out):
                             'numa_node', 'status'), rows) + '\n')
     if result.created_mdevs:
         out.write('created mdev(s): %s\n' % ', '.join(result.created_mdevs))
+    if result.removed_mdevs:
+        out.write('removed mdev(s) of parents passed through whole: %s\n'
+                  % ', '.join(result.removed_mdevs))
     for prov, res in sorted(result.allocations.items()):
         out.write('placement allocation on %s: %s\n' % (prov, ', '.join(
             '%s=%d' % kv for kv in sorted(res.items()))))

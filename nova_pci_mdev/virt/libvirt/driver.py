@@ -103,6 +103,7 @@ class ClaimResult:
     allocations: dict        # provider uuid -> {rc: amount}
     hostdevs: tuple          # LibvirtConfigGuestHostdev* objects
     created_mdevs: tuple     # UUIDs of mdevs this claim created
+    removed_mdevs: tuple = ()  # UUIDs of free mdevs of parents used whole
     dry_run: bool = False
 
     def devices_xml(self):
@@ -318,12 +319,20 @@ class ComputeHost(object):
             allocations = {}
         slots = [_slot(d) for d in devices if d.dev_type == DevType.MDEV_VF]
         hostdevs = tuple(hostdev_for(d) for d in devices)
+        # A parent passed through whole cannot keep mdevs (the device is
+        # handed to the guest): its free ones are removed, and recreated if
+        # the claim fails.
+        whole = [d.address for d in devices if d.dev_type == DevType.MDEV_PF]
         created = ()
+        removed = ()
         if devices and not dry_run:
             # All or nothing: ensure() removes what it created when one
             # creation fails; the transaction then rolls the claim back.
             created = tuple(self.mdevs.ensure(slots))
             try:
+                removed = tuple(self.mdevs.clear_parents(whole, [
+                    d.address for held_by in s.tracker.instances()
+                    for d in s.tracker.devices_of(held_by)]))
                 s.tracker.allocate_instance(instance_uuid)
                 s.tx.save_instance(instance_uuid, {
                     'numa_cells': [c.id for c in cells] if cells else None,
@@ -335,12 +344,15 @@ class ComputeHost(object):
             except Exception:
                 for uuid in created:
                     self.mdevs.remove_unassigned(uuid, ())
+                self.mdevs.restore(removed)
                 raise
         return ClaimResult(
             instance_uuid=instance_uuid, devices=tuple(devices),
             numa_cells=tuple(c.id for c in cells) if cells else None,
             allocations=allocations, hostdevs=hostdevs,
-            created_mdevs=created, dry_run=dry_run)
+            created_mdevs=created,
+            removed_mdevs=tuple(info.uuid for info in removed),
+            dry_run=dry_run)
 
     def _claim_allocations(self, s, tree, instance_uuid, allocations):
         """Slots for Placement allocations on our child providers."""

@@ -135,6 +135,10 @@ class MdevManager:
     * :meth:`recreate_vanished` is best effort per slot (used at start-up:
       slots of different instances are independent).
     * :meth:`remove_unassigned` never removes an assigned mdev.
+    * :meth:`clear_parents` is all-or-nothing too: it removes every mdev of
+      the given parents or, if one removal fails, recreates those it
+      removed before raising; it refuses before removing anything when one
+      of them is assigned.
     """
 
     def __init__(self, backend):
@@ -251,6 +255,50 @@ class MdevManager:
         except exception.MdevNotFound:
             return False
         return True
+
+    def clear_parents(self, parents, assigned_uuids):
+        """Remove every mdev of ``parents`` (addresses) before they are
+        passed through whole; return the removed :class:`MdevInfo` (give
+        them to :meth:`restore` to undo).
+
+        A parent hosting an assigned mdev (``assigned_uuids``) raises
+        ``MdevError`` (EBUSY) before anything is removed.
+        """
+        parents = {names.normalize_address(p) for p in parents}
+        if not parents:
+            return []
+        assigned = _uuid_set(assigned_uuids)
+        doomed = sorted((info for info in self.backend.list().values()
+                         if info.parent in parents), key=lambda i: i.uuid)
+        for info in doomed:
+            if info.uuid in assigned:
+                raise exception.MdevError(
+                    uuid=info.uuid, parent=info.parent, errno='EBUSY',
+                    reason='the parent is to be passed through whole but '
+                           'this mdev of it is assigned to an instance')
+        removed = []
+        try:
+            for info in doomed:
+                try:
+                    self.backend.remove(info.uuid)
+                except exception.MdevNotFound:
+                    continue
+                removed.append(info)
+        except BaseException:
+            self.restore(removed)
+            raise
+        return removed
+
+    def restore(self, infos):
+        """Recreate mdevs removed by :meth:`clear_parents` (best effort:
+        returns ``{uuid: MdevError}`` of those that could not be)."""
+        failed = {}
+        for info in infos:
+            try:
+                self.backend.create(*info)
+            except exception.MdevError as exc:
+                failed[info.uuid] = exc
+        return failed
 
     def unassigned(self, parent, mdev_type, assigned_uuids):
         """UUIDs (sorted) of existing mdevs on ``parent`` of ``mdev_type``

@@ -254,6 +254,31 @@ class Contract:
                          m.unassigned(GPU.upper(), 'nvidia-35', []))
         self.assertEqual([], m.unassigned('mtty', 'nvidia-35', []))
 
+    def test_clear_parents_removes_every_mdev_of_the_parents(self):
+        w = self.world(existing=[(U1, GPU, 'nvidia-35'),
+                                 (U3, GPU, 'nvidia-36'),
+                                 (U4, 'mtty', 'mtty-1')])
+        m = mdev.MdevManager(w.backend)
+        self.assertEqual([], m.clear_parents([], [U1]))
+        removed = m.clear_parents([GPU.upper()], [U4])
+        self.assertEqual(sorted([U1, U3]), [i.uuid for i in removed])
+        self.assertEqual({U4: ('mtty', 'mtty-1')}, w.host_view())
+        self.assertEqual({}, m.restore(removed))
+        self.assertEqual({U1: (GPU, 'nvidia-35'), U3: (GPU, 'nvidia-36'),
+                          U4: ('mtty', 'mtty-1')}, w.host_view())
+
+    def test_clear_parents_refuses_an_assigned_mdev_first(self):
+        w = self.world(existing=[(U1, GPU, 'nvidia-35'),
+                                 (U2, GPU, 'nvidia-35')])
+        m = mdev.MdevManager(w.backend)
+        exc = self.assertRaises(exception.MdevError, m.clear_parents,
+                                [GPU], [U2.upper()])
+        self.assertIn(U2, str(exc))
+        self.assertIn('assigned', str(exc))
+        self.assertEqual('EBUSY', exc.kwargs['errno'])
+        self.assertEqual({U1: (GPU, 'nvidia-35'), U2: (GPU, 'nvidia-35')},
+                         w.host_view())
+
 
 class TestSysfsContract(Contract, testtools.TestCase):
     world_class = SysfsWorld
@@ -345,3 +370,28 @@ class TestRollbackFailures(testtools.TestCase):
         m = mdev.MdevManager(Boom(self.w, None))
         self.assertRaises(RuntimeError, m.ensure, self.SLOTS)
         self.assertEqual({}, self.w.host_view())
+
+
+class TestClearParentsFailure(testtools.TestCase):
+    """The kernel refuses the second removal: the first mdev comes back."""
+
+    def test_partial_removal_is_undone(self):
+        w = SysfsWorld(self, [mdev.MdevInfo(U1, GPU, 'nvidia-35'),
+                              mdev.MdevInfo(U2, GPU, 'nvidia-35')])
+        inner = w.backend
+
+        class SecondRemoveRefused(SecondCreateRefused):
+            removes = 0
+
+            def remove(self, uuid):
+                self.removes += 1
+                if self.removes == 2:
+                    w.tree.fail_next('remove', errno.EBUSY)
+                inner.remove(uuid)
+
+        m = mdev.MdevManager(SecondRemoveRefused(w, None))
+        exc = self.assertRaises(exception.MdevError, m.clear_parents, [GPU],
+                                [])
+        self.assertIn('EBUSY', str(exc))
+        self.assertEqual({U1: (GPU, 'nvidia-35'), U2: (GPU, 'nvidia-35')},
+                         w.host_view())

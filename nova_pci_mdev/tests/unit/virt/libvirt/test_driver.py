@@ -233,6 +233,9 @@ class TestComputeHost(testtools.TestCase):
             'pci_passthrough:alias': 'gpu-whole:2'}))
         self.assertEqual({'0000:3b:00.0', '0000:d8:00.0'},
                          {d.address for d in result.devices})
+        # The free mdevs of a GPU handed over whole are removed first.
+        self.assertEqual(sorted(EXISTING), sorted(result.removed_mdevs))
+        self.assertEqual({}, self.host.tree.mdevs())
         validate_domain(result.hostdevs)
         devs = self.by_address()
         for dev in devs.values():
@@ -248,6 +251,28 @@ class TestComputeHost(testtools.TestCase):
             if prov.device_address in ('0000:3b:00.0', '0000:d8:00.0'):
                 inv = prov.inventories['VGPU']
                 self.assertEqual(inv.total, inv.reserved)
+
+    def test_failed_mdev_removal_restores_the_parent(self):
+        before = {d.address: d.status for d in self.devices()}
+        # Removing an mdev of 0000:d8:00.0 fails (a guest the tracker does
+        # not know uses it): nothing is claimed, every mdev stays.
+        self.host.tree.fail_next('remove', errno.EBUSY)
+        err = self.assertRaises(
+            exception.MdevError, self.compute.claim, INSTANCE,
+            self.flavor(**{'pci_passthrough:alias': 'gpu-whole:2'}))
+        self.assertIn('EBUSY', str(err))
+        self.assertEqual(set(EXISTING), set(self.host.tree.mdevs()))
+        self.assertEqual(before, {d.address: d.status
+                                  for d in self.devices()})
+        self.assertEqual({}, self.compute.snapshot().instances)
+
+    def test_whole_gpu_refused_while_an_instance_holds_one_of_its_mdevs(self):
+        self.compute.claim(OTHER, self.flavor(**{
+            'pci_passthrough:alias': 'vGPU:1'}))
+        self.assertRaises(exception.RequestNotSatisfiable, self.compute.claim,
+                          INSTANCE, self.flavor(**{
+                              'pci_passthrough:alias': 'gpu-whole:2'}))
+        self.assertLessEqual(set(EXISTING), set(self.host.tree.mdevs()))
 
     def test_placement_path_claims_a_slot_of_the_chosen_parent(self):
         result = self.compute.claim(INSTANCE, self.flavor(**{
