@@ -82,7 +82,8 @@ def build_compute_host(args, settings):
     else:
         if host.has_min_version(7, 3):
             from nova_pci_mdev.virt.libvirt import mdev_libvirt
-            backend = mdev_libvirt.LibvirtNodeDeviceBackend(conn)
+            backend = mdev_libvirt.LibvirtNodeDeviceBackend(
+                conn, current=host.live_connection)
         else:
             from nova_pci_mdev.virt.libvirt import mdev_sysfs
             backend = mdev_sysfs.SysfsBackend('/')

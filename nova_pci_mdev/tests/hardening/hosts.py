@@ -156,7 +156,8 @@ def compute_on(fixture, writer=None, conn=None, libvirt_backend=False,
                          reconnect=fixture.fake.connect)
     if libvirt_backend:
         backend = mdev_libvirt.LibvirtNodeDeviceBackend(
-            conn, error_types=fakelibvirt.libvirtError)
+            conn, error_types=fakelibvirt.libvirtError,
+            current=host.live_connection)
     else:
         backend = mdev_sysfs.SysfsBackend(
             fixture.tree.root, writer=writer or fixture.kernel.write)

@@ -156,6 +156,29 @@ class DiscoveryFaultTest(FaultTestCase):
             self.assertEqual(((), (), (), ()), tuple(report))
             self.assertEqual(before, self.state())
 
+    def test_libvirt_mdev_backend_follows_the_reconnect(self):
+        with self.record('fault', 'libvirtd restarts under a long-running '
+                         'ComputeHost whose mdevs are libvirt node devices',
+                         'the mdev backend uses the reopened connection: '
+                         'the next claim creates its mdev') as row:
+            for nth in (1, 3):
+                row.cases += 1
+                before = self.state()
+                conn = hosts.FaultyConnection(self.host.fake).drop_at(
+                    'NodeDevice.XMLDesc', nth)
+                compute = hosts.compute_on(self.host, conn=conn,
+                                           libvirt_backend=True)
+                self.assertRaises(exception.HypervisorError, compute.sync)
+                self.assertEqual(before, self.state())
+                self.host.fake.connect().close()
+                self.clean(compute)
+                result = compute.claim(hosts.INSTANCE2,
+                                       hosts.vgpus(compute, 1))
+                self.assertEqual(1, len(result.created_mdevs))
+                self.assertIn(result.created_mdevs[0],
+                              hosts.libvirt_mdevs(self.host.fake))
+                self.clean(compute, hosts.INSTANCE2)
+
 
 class SysfsCreateFaultTest(FaultTestCase):
     """The kernel refuses ``create`` (sysfs backend)."""

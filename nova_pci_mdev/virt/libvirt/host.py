@@ -399,14 +399,33 @@ class Host:
             if (self._reconnect is None or cause is None
                     or not _connection_lost(cause, self._conn)):
                 raise
-        old = self._conn
         with _hypervisor_call(device):
-            self._conn = self._reconnect()
-            try:
-                old.close()
-            except Exception:
-                pass            # it is dead already
+            self._reopen()
             return getattr(self._conn, method)(*args)
+
+    def _reopen(self):
+        old = self._conn
+        self._conn = self._reconnect()
+        try:
+            old.close()
+        except Exception:
+            pass            # it is dead already
+
+    def live_connection(self):
+        """The current connection, first reopened (when ``reconnect`` is
+        set) if it is no longer alive. For collaborators that make their
+        own calls on the connection (the libvirt mdev backend)."""
+        if self._reconnect is not None:
+            try:
+                alive = self._conn.isAlive()
+            except Exception as exc:
+                if not _is_libvirt_error(exc):
+                    raise
+                alive = False
+            if not alive:
+                with _hypervisor_call('connection'):
+                    self._reopen()
+        return self._conn
 
     @property
     def hostname(self):

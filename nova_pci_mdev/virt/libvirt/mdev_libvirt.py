@@ -39,6 +39,8 @@ MIN_PERSISTENT_MDEV_VERSION = 7003000
 #: when the connection's module does not define them.
 CAP_MDEV_TYPES = 1 << 13
 CAP_MDEV = 1 << 14
+#: libvirt's error code for a node device that does not exist (any more).
+VIR_ERR_NO_NODE_DEVICE = 53
 
 
 def pci_node_name(address):
@@ -63,11 +65,15 @@ class LibvirtNodeDeviceBackend(mdev.MdevBackend):
 
     ``error_types`` (the libvirt error class) and the list flags default to
     ``libvirtError`` and ``VIR_CONNECT_LIST_NODE_DEVICES_CAP_*`` of the
-    module that defines the connection's class.
+    module that defines the connection's class. ``current`` (optional)
+    returns the connection to use for each call, e.g.
+    :meth:`.host.Host.live_connection`, so that the backend follows the
+    Host when it reopens a lost connection; without it ``conn`` is used.
     """
 
-    def __init__(self, conn, error_types=None):
-        self._conn = conn
+    def __init__(self, conn, error_types=None, current=None):
+        self._first = conn
+        self._current = current
         module = sys.modules.get(type(conn).__module__)
         if error_types is None:
             error_types = getattr(module, 'libvirtError', None)
@@ -80,10 +86,16 @@ class LibvirtNodeDeviceBackend(mdev.MdevBackend):
         self._cap_mdev_types = getattr(
             module, 'VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES',
             CAP_MDEV_TYPES)
+        self._no_node_device = getattr(module, 'VIR_ERR_NO_NODE_DEVICE',
+                                       VIR_ERR_NO_NODE_DEVICE)
         self._persistent = None
         self._virtual = None        # virtual parent address -> node name
 
     # -- helpers -----------------------------------------------------------
+
+    @property
+    def _conn(self):
+        return self._current() if self._current is not None else self._first
 
     @staticmethod
     def _message(exc):
@@ -94,6 +106,20 @@ class LibvirtNodeDeviceBackend(mdev.MdevBackend):
         return exception.MdevError(
             uuid=uuid, parent=parent, errno=None,
             reason='%s failed: %s' % (action, self._message(exc)))
+
+    def _describe(self, dev, what):
+        """``(name, XMLDesc(0))`` of a listed device, or None if it vanished
+        since the listing; any other libvirt error (a lost connection) is
+        raised: taking it for "no such mdev" would make the manager
+        recreate mdevs that exist."""
+        try:
+            return dev.name(), dev.XMLDesc(0)
+        except self._errors as exc:
+            code = getattr(exc, 'get_error_code', lambda: None)()
+            if code == self._no_node_device:
+                return None
+            raise exception.HypervisorError(
+                device=what, reason='XMLDesc failed: %s' % self._message(exc))
 
     def _list(self, flags, what):
         try:
@@ -120,11 +146,12 @@ class LibvirtNodeDeviceBackend(mdev.MdevBackend):
         if self._virtual is None or refresh:
             found = {}
             for dev in self._list(self._cap_mdev_types, 'mdev parents'):
+                described = self._describe(dev, 'mdev parents')
+                if described is None:
+                    continue
                 try:
-                    parsed = nodedev.parse_node_device(dev.XMLDesc(0),
-                                                       dev.name())
-                except self._errors:
-                    continue            # vanished while listing
+                    parsed = nodedev.parse_node_device(described[1],
+                                                       described[0])
                 except exception.Invalid as exc:
                     LOG.warning('Ignoring node device: %s', exc)
                     continue
@@ -159,14 +186,15 @@ class LibvirtNodeDeviceBackend(mdev.MdevBackend):
         """[(virNodeDevice, MdevInfo, active)] of every mdev node device."""
         entries = []
         for dev in self._list(self._cap_mdev, 'mdev node devices'):
+            described = self._describe(dev, 'mdev node devices')
+            if described is None:
+                continue
             try:
-                found = nodedev.parse_node_device(dev.XMLDesc(0), dev.name())
+                found = nodedev.parse_node_device(described[1], described[0])
                 if not isinstance(found, nodedev.Mdev):
                     continue
                 info = mdev.mdev_info(found.uuid, self._address(found),
                                       found.mdev_type)
-            except self._errors:
-                continue        # vanished while listing
             except exception.Invalid as exc:
                 LOG.warning('Ignoring node device: %s', exc)
                 continue

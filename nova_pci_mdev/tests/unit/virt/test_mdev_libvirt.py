@@ -246,6 +246,25 @@ class TestLibvirtBackend(testtools.TestCase):
         self.assertEqual({U1}, set(backend.list()))
         self.assertIn('does not match', self.log.output)
 
+    def test_list_skips_a_device_that_vanished_while_listing(self):
+        host, backend = self.world()
+        host.add_mdev(U1, GPU, 'nvidia-35')
+        host.add_mdev(U2, GPU, 'nvidia-35')
+        gone = 'mdev_%s_%s' % (U2.replace('-', '_'),
+                               GPU.replace(':', '_').replace('.', '_'))
+        host.fail_next('NodeDevice.XMLDesc', target=gone,
+                       code=fakelibvirt.VIR_ERR_NO_NODE_DEVICE)
+        self.assertEqual({U1}, set(backend.list()))
+
+    def test_list_raises_when_describing_fails_otherwise(self):
+        # A dead connection must not read as "no mdevs": the manager would
+        # try to recreate mdevs that exist.
+        host, backend = self.world()
+        host.add_mdev(U1, GPU, 'nvidia-35')
+        host.fail_next('NodeDevice.XMLDesc', message='client socket closed')
+        exc = self.assertRaises(exception.HypervisorError, backend.list)
+        self.assertIn('client socket closed', str(exc))
+
     def test_version_error_creates_nothing(self):
         host, backend = self.world()
         host.fail_next('getLibVersion', message='gone')

@@ -578,6 +578,39 @@ class ErrorTest(_Base):
     def test_no_connection(self):
         self.assertRaises(exception.InvalidValue, host_mod.Host, None)
 
+    def test_live_connection_reopens_a_dead_one(self):
+        class Conn(DoubleConnection):
+            alive = 1
+            closed = False
+
+            def isAlive(self):  # noqa: N802
+                if isinstance(self.alive, Exception):
+                    raise self.alive
+                return self.alive
+
+            def close(self):
+                self.closed = True
+
+        opened = []
+
+        def reopen():
+            opened.append(Conn())
+            return opened[-1]
+
+        first = Conn()
+        host = host_mod.Host(first, nodename=NODE, reconnect=reopen)
+        self.assertIs(first, host.live_connection())
+        first.alive = 0
+        second = host.live_connection()
+        self.assertEqual([second], opened)
+        self.assertTrue(first.closed)
+        self.assertIs(second, host.connection)
+        second.alive = DoubleError('client socket is closed', 'SYSTEM')
+        self.assertIsNot(second, host.live_connection())
+        # Without reconnect the connection is returned as it is.
+        first.alive = 0
+        self.assertIs(first, host_mod.Host(first).live_connection())
+
 
 class LibvirtImportTest(testtools.TestCase):
     """Only host.py may import libvirt, and only inside a function."""
