@@ -334,6 +334,24 @@ class PciDevTracker(object):
             self._touch(dev)
         return done
 
+    def transfer(self, old_owner, new_owner):
+        """Give every device ``old_owner`` holds to ``new_owner`` as it is:
+        status, request ids and relatives unchanged, so nothing is free in
+        between (a confirmed move: the migration's claim becomes the
+        instance's). ``new_owner`` must hold nothing. Returns the devices.
+        """
+        if self._by_instance.get(new_owner):
+            raise exception.InvalidValue(
+                field='instance', value=new_owner,
+                rule='already holds devices; a transfer needs a new owner')
+        moved = [self._devs[address]
+                 for address in self._by_instance.pop(old_owner, ())]
+        for dev in moved:
+            dev.instance_uuid = new_owner
+            self._index_add(new_owner, dev.address)
+            self._touch(dev)
+        return moved
+
     # -- frees -------------------------------------------------------------
 
     def free_instance(self, instance_uuid):

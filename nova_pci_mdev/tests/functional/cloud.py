@@ -12,12 +12,11 @@ Bookkeeping the checks compare with the hosts (:mod:`.checks`):
 ``held[host][consumer] = addresses`` and ``domains[host][instance] =
 guest``. Moves (resize, cold migration) claim on the destination under the
 *migration* UUID, because ``ComputeHost.claim`` refuses an instance that
-already holds devices on the host (a same-host resize); confirm moves that
-claim to the instance with :func:`adopt_claim` (see its docstring: it is
-the harness standing in for a product API). Evacuation claims under the
-instance UUID on the destination without contacting the source; the
-source drops the stale claim when it comes back (:meth:`Cloud.host_up`,
-Nova's init_host).
+already holds devices on the host (a same-host resize); confirm hands that
+claim to the instance with ``ComputeHost.confirm_move``, revert releases
+it. Evacuation claims under the instance UUID on the destination without
+contacting the source; the source drops the stale claim when it comes back
+(:meth:`Cloud.host_up`, Nova's init_host).
 """
 
 import dataclasses
@@ -71,31 +70,6 @@ class Instance:
     @property
     def name(self):
         return 'instance-%s' % self.uuid
-
-
-def adopt_claim(compute, old, new):
-    """Move the devices and the store record of consumer ``old`` to ``new``.
-
-    Harness stand-in for the product API this needs (a migration claim
-    that becomes the instance's on confirm): one session frees ``old``'s
-    devices and claims and allocates the same addresses for ``new``, so the
-    slots (and their mdevs) never become free in between. Returns the
-    addresses moved.
-    """
-    with compute.session() as s:
-        if s.tracker.devices_of(new) or new in s.instances:
-            raise AssertionError('%s already holds devices on %s'
-                                 % (new, compute.nodename))
-        record = s.instances.get(old)
-        addresses = [d.address for d in s.tracker.devices_of(old)]
-        s.tracker.free_instance(old)
-        if addresses:
-            s.tracker.claim_devices(new, addresses)
-            s.tracker.allocate_instance(new)
-        if record is not None:
-            s.tx.delete_instance(old)
-            s.tx.save_instance(new, dict(record))
-    return addresses
 
 
 class Cloud(fixtures.Fixture):
@@ -306,7 +280,7 @@ class Cloud(fixtures.Fixture):
         if src is not dst:
             src.undefine_domain(inst.name)
             self.domains[src.name].pop(inst.uuid, None)
-        adopt_claim(dst.compute, mig.uuid, inst.uuid)
+        dst.compute.confirm_move(mig.uuid, inst.uuid)
         self.held[dst.name][inst.uuid] = self.held[dst.name].pop(mig.uuid)
         self.domains[dst.name][inst.uuid] = mig.guest
         if self.client is not None and mig.allocations:

@@ -380,6 +380,36 @@ class ComputeHost(object):
         return s.tracker.claim_devices(instance_uuid, addresses,
                                        request_id=None)
 
+    def confirm_move(self, migration_uuid, instance_uuid):
+        """The devices claimed for a move become the instance's.
+
+        A resize or cold migration claims on the destination under the
+        migration UUID (``claim(migration_uuid, new_flavor)``; the instance
+        may still hold its old devices on this very host). Confirm: the
+        source calls ``release(instance_uuid)``, then the destination calls
+        this, which hands the migration's devices (status and request ids
+        kept, mdevs untouched) and its record to the instance in one
+        transaction. Revert: ``release(migration_uuid)`` on the
+        destination. Returns the devices handed over ([] for a move to a
+        flavor without devices: the migration holds nothing here).
+        """
+        migration_uuid = names.normalize_uuid(migration_uuid,
+                                              'migration UUID')
+        instance_uuid = names.normalize_uuid(instance_uuid, 'instance UUID')
+        with self.session() as s:
+            if (instance_uuid in s.instances
+                    or s.tracker.devices_of(instance_uuid)):
+                raise exception.InvalidValue(
+                    field='instance', value=instance_uuid,
+                    rule='still holds devices on this host; release the '
+                         'source side of the move first')
+            record = s.instances.get(migration_uuid)
+            moved = s.tracker.transfer(migration_uuid, instance_uuid)
+            if record is not None:
+                s.tx.delete_instance(migration_uuid)
+                s.tx.save_instance(instance_uuid, dict(record))
+            return moved
+
     def release(self, instance_uuid):
         """Free every device of ``instance_uuid``; returns the freed ones.
 

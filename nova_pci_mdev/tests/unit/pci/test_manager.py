@@ -532,6 +532,33 @@ class TestClaims(testtools.TestCase):
         self.assertEqual(devs, tracker.claim_devices(INST_A, [SLOT2]))
         self.assertEqual(([], []), tracker.pop_changes())
 
+    def test_transfer_keeps_status_request_ids_and_relatives(self):
+        tracker = new_tracker(records=world_records())
+        rid = str(uuid_lib.uuid4())
+        tracker.claim_devices(INST_A, [SLOT1, SLOT2], request_id=rid)
+        tracker.allocate_instance(INST_A)
+        tracker.pop_changes()
+        pools = pool_counts(tracker)
+        moved = tracker.transfer(INST_A, INST_B)
+        self.assertEqual([SLOT1, SLOT2], [d.address for d in moved])
+        self.assertEqual([], tracker.devices_of(INST_A))
+        self.assertEqual(moved, tracker.devices_of(INST_B))
+        for dev in moved:
+            self.assertEqual((S.ALLOCATED, INST_B, rid),
+                             (dev.status, dev.instance_uuid, dev.request_id))
+        self.assertEqual(S.UNAVAILABLE, tracker.devices[GPU].status)
+        self.assertEqual(pools, pool_counts(tracker))
+        changed, deleted = tracker.pop_changes()
+        self.assertEqual({SLOT1, SLOT2}, {d.address for d in changed})
+        self.assertEqual([], deleted)
+        # Nothing to move is fine; a new owner that holds devices is not.
+        self.assertEqual([], tracker.transfer(INST_A, str(uuid_lib.uuid4())))
+        tracker.claim_devices(INST_A, [SLOT3])
+        self.assertRaises(exception.InvalidValue, tracker.transfer,
+                          INST_A, INST_B)
+        self.assertEqual([SLOT3], [d.address
+                                   for d in tracker.devices_of(INST_A)])
+
     def test_claim_devices_all_or_nothing(self):
         tracker = new_tracker(records=world_records())
         tracker.claim_devices(INST_B, [SLOT3])

@@ -304,6 +304,45 @@ class TestComputeHost(testtools.TestCase):
         self.assertEqual(S.UNAVAILABLE, self.by_address()[
             '0000:af:00.0'].status)
 
+    def test_same_host_resize_confirm_and_revert(self):
+        migration = 'aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee'
+        old = self.compute.claim(INSTANCE, self.flavor(**{
+            'pci_passthrough:alias': 'vGPU:1'}))
+        new = self.compute.claim(migration, self.flavor(**{
+            'pci_passthrough:alias': 'vGPU:2,nic-vf:1'}))
+        # Revert: the migration's claim goes, the instance keeps its own.
+        self.compute.release(migration)
+        self.assertEqual(
+            {d.address for d in old.devices},
+            {d.address for d in self.devices() if d.instance_uuid})
+        new = self.compute.claim(migration, self.flavor(**{
+            'pci_passthrough:alias': 'vGPU:2,nic-vf:1'}))
+        request_ids = {d.address: d.request_id for d in self.devices()
+                       if d.instance_uuid == migration}
+        err = self.assertRaises(exception.InvalidValue,
+                                self.compute.confirm_move, migration,
+                                INSTANCE)
+        self.assertIn('release the source side', str(err))
+        # Confirm: the source side (here the same host) releases first.
+        self.compute.release(INSTANCE)
+        mdevs = dict(self.host.tree.mdevs())
+        moved = self.compute.confirm_move(migration, INSTANCE)
+        self.assertEqual({d.address for d in new.devices},
+                         {d.address for d in moved})
+        devs = self.by_address()
+        for address, request_id in request_ids.items():
+            self.assertEqual(S.ALLOCATED, devs[address].status)
+            self.assertEqual(INSTANCE, devs[address].instance_uuid)
+            self.assertEqual(request_id, devs[address].request_id)
+        self.assertEqual(S.UNAVAILABLE, devs['0000:af:00.0'].status)
+        instances = self.compute.snapshot().instances
+        self.assertEqual([INSTANCE], list(instances))
+        self.assertEqual(3, len(instances[INSTANCE]['devices']))
+        self.assertEqual(mdevs, self.host.tree.mdevs())
+        # A move to a flavor without devices holds nothing to hand over.
+        self.assertEqual([], self.compute.confirm_move(migration, OTHER))
+        self.assertEqual([INSTANCE], list(self.compute.snapshot().instances))
+
     def test_same_instance_twice_is_refused(self):
         self.compute.claim(INSTANCE, self.flavor(**{
             'pci_passthrough:alias': 'vGPU:1'}))
