@@ -330,9 +330,10 @@ class ComputeHost(object):
             # creation fails; the transaction then rolls the claim back.
             created = tuple(self.mdevs.ensure(slots))
             try:
-                removed = tuple(self.mdevs.clear_parents(whole, [
-                    d.address for held_by in s.tracker.instances()
-                    for d in s.tracker.devices_of(held_by)]))
+                if whole:
+                    removed = tuple(self.mdevs.clear_parents(whole, [
+                        d.address for held_by in s.tracker.instances()
+                        for d in s.tracker.devices_of(held_by)]))
                 s.tracker.allocate_instance(instance_uuid)
                 s.tx.save_instance(instance_uuid, {
                     'numa_cells': [c.id for c in cells] if cells else None,

@@ -121,7 +121,11 @@ def _is_active(dev):
 
 def _wrapped(exc, device):
     """The :class:`~nova_pci_mdev.exception.HypervisorError` for libvirt
-    error ``exc`` of a call about ``device``."""
+    error ``exc`` of a call about ``device``; None for any other exception
+    (project errors included), which the caller re-raises as it is."""
+    if (isinstance(exc, exception.NovaPciMdevException)
+            or not _is_libvirt_error(exc)):
+        return None
     code = exc.get_error_code()
     return exception.HypervisorError(
         device=device, reason='%s (libvirt error code %s)' % (exc, code),
@@ -132,12 +136,11 @@ def _wrapped(exc, device):
 def _hypervisor_call(device):
     try:
         yield
-    except exception.NovaPciMdevException:
-        raise
     except Exception as exc:
-        if not _is_libvirt_error(exc):
+        wrapped = _wrapped(exc, device)
+        if wrapped is None:
             raise
-        raise _wrapped(exc, device) from exc
+        raise wrapped from exc
 
 
 def _describe(dev):
@@ -147,12 +150,11 @@ def _describe(dev):
     try:
         name = dev.name()
         return name, dev.XMLDesc(0)
-    except exception.NovaPciMdevException:
-        raise
     except Exception as exc:
-        if not _is_libvirt_error(exc):
+        wrapped = _wrapped(exc, name)
+        if wrapped is None:
             raise
-        raise _wrapped(exc, name) from exc
+        raise wrapped from exc
 
 
 _MISSING = object()
