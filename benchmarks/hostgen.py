@@ -4,7 +4,7 @@ One generator describes a host; three renderings of it feed the
 benchmarks:
 
 * :func:`records`: plain device dicts in the device-record format of
-  ``nova_pci_mdev.virt.libvirt.host`` (what discovery returns, and what
+  ``nova_pci_mdev.virt.libvirt.records`` (what discovery returns, and what
   ``PciDevTracker.sync`` takes);
 * :func:`nova_devices`: the same devices as upstream Nova's ``dev_dict``s
   (what Nova's libvirt driver reports in ``pci_passthrough_devices``).

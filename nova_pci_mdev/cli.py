@@ -64,7 +64,7 @@ def _host_file(uri):
 
 
 def build_compute_host(args, settings):
-    from nova_pci_mdev.virt.libvirt import driver
+    from nova_pci_mdev import compute as compute_mod
     from nova_pci_mdev.virt.libvirt import emulated
     from nova_pci_mdev.virt.libvirt import host as host_mod
     from nova_pci_mdev.virt.libvirt import mdev
@@ -89,8 +89,9 @@ def build_compute_host(args, settings):
             backend = mdev_sysfs.SysfsBackend('/')
     store = store_mod.SqliteStore(os.path.join(args.state_dir, 'state.db'),
                                   busy_timeout=60)
-    return driver.ComputeHost(host, settings, store, mdev.MdevManager(backend),
-                              host.numa_topology())
+    return compute_mod.ComputeHost(host, settings, store,
+                                   mdev.MdevManager(backend),
+                                   host.numa_topology())
 
 
 def load_settings(args):

@@ -19,7 +19,9 @@ Invariants:
   only when its spec names that dev_type; a pool tagged
   ``remote_managed=true`` only when the spec asks for it;
 * ``support_requests`` and ``explain`` never change anything;
-  ``consume_requests`` and ``apply_requests`` change all or nothing.
+  ``consume_requests`` and ``apply_requests`` change all or nothing;
+  :meth:`PciDeviceStats.explain` counts what a request lacks and leaves the
+  wording to :mod:`.explain`.
 
 NUMA policies (``hw:pci_numa_affinity_policy``, as Nova documents them;
 ``numa_cells`` None or empty means the instance has no NUMA topology and
@@ -46,6 +48,7 @@ import itertools
 from nova_pci_mdev import exception
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import pci_device_pool
+from nova_pci_mdev.pci import explain as explain_mod
 
 DevType = fields.PciDeviceType
 Status = fields.PciDeviceStatus
@@ -452,96 +455,28 @@ class PciDeviceStats(object):
 
     def _explain_one(self, plan, index, request, numa):
         policy = request.numa_policy or Policy.LEGACY
-        free = busy = taken = 0
-        elsewhere = collections.Counter()
-        restricted = collections.Counter()
+        short = explain_mod.Shortfall()
         for pool in self._pools_in_order():
             if not self._serves(pool, request):
                 if any(pool.matches(s, restricted=False)
                        for s in request.spec):
-                    restricted[_restriction(pool)] += plan.available(pool)
+                    short.restricted[_restricted_to(pool)] += (
+                        plan.available(pool))
                 continue
-            taken += plan.removed[pool.key]
+            short.taken += plan.removed[pool.key]
             if numa.rank(pool.numa_node, policy) is None:
-                elsewhere[pool.numa_node] += plan.available(pool)
+                short.elsewhere[pool.numa_node] += plan.available(pool)
             else:
-                free += plan.available(pool)
-                busy += len(pool.busy)
-        line = '%s: %d free %s' % (_who(request, index), free,
-                                   ' or '.join(_describe(s)
-                                               for s in request.spec))
-        if numa.cell_ids is not None:
-            line += ' %s, policy %s' % (_where(numa, policy), policy)
-        if busy:
-            line += ' (%d exist but are in use)' % busy
-        line += ', %d requested' % request.count
-        notes = ['%d free %s' % (n, _node(node))
-                 for node, n in sorted(elsewhere.items(),
-                                       key=lambda i: (i[0] is None, i[0]))
-                 if n]
-        if taken:
-            notes.append('%d taken by earlier requests of this call' % taken)
-        notes.extend('%d free devices also match but serve only requests %s'
-                     % (n, why) for why, n in sorted(restricted.items()) if n)
-        return '; '.join([line] + notes)
+                short.free += plan.available(pool)
+                short.busy += len(pool.busy)
+        specs = [{k: v for k, v in spec.items() if k not in IGNORED_KEYS}
+                 for spec in request.spec]
+        return explain_mod.shortfall_line(request, index, specs, numa,
+                                          policy, short)
 
 
-def _who(request, index):
-    if request.alias_name:
-        return 'alias %s' % request.alias_name
-    if request.requester_id:
-        return 'requester %s' % request.requester_id
-    if request.request_id:
-        return 'request %s' % request.request_id
-    return 'request #%d' % index
-
-
-def _restriction(pool):
+def _restricted_to(pool):
+    """The ``(key, value)`` a request must name to use ``pool``."""
     if pool.dev_type in EXPLICIT_DEV_TYPES:
-        return 'naming device_type %s' % pool.dev_type
-    return 'asking for %s=true' % REMOTE_MANAGED
-
-
-def _describe(spec):
-    spec = {k: v for k, v in spec.items() if k not in IGNORED_KEYS}
-    dev_type = spec.pop('dev_type', None)
-    mdev_type = spec.get('mdev_type')
-    if mdev_type and dev_type in (None, DevType.MDEV_VF):
-        spec.pop('mdev_type')
-        noun = '%s slots' % mdev_type
-    else:
-        noun = '%s devices' % dev_type if dev_type else 'devices'
-    first = ('vendor_id', 'product_id', 'mdev_type')
-    keys = [k for k in first if k in spec] + sorted(
-        k for k in spec if k not in first)
-    if keys:
-        noun += ' matching ' + ', '.join('%s=%s' % (k, spec[k]) for k in keys)
-    return noun
-
-
-def _node(node):
-    if node is None:
-        return 'without NUMA affinity'
-    return 'on NUMA node %s' % node
-
-
-def _nodes(ids):
-    ids = sorted(ids)
-    return 'NUMA node%s %s' % ('' if len(ids) == 1 else 's',
-                               ', '.join(str(i) for i in ids))
-
-
-def _where(numa, policy):
-    cells = 'on ' + _nodes(numa.cell_ids)
-    if policy == Policy.LEGACY:
-        return cells + ' or without NUMA affinity'
-    if policy == Policy.PREFERRED:
-        return 'on any NUMA node (preferring %s)' % _nodes(numa.cell_ids)
-    if policy == Policy.SOCKET:
-        if numa.socket_nodes is None:
-            return cells + ' (host NUMA cells lack socket ids)'
-        return 'on socket%s %s (%s)' % (
-            '' if len(numa.sockets) == 1 else 's',
-            ', '.join(str(s) for s in sorted(numa.sockets)),
-            _nodes(numa.socket_nodes))
-    return cells
+        return ('device_type', pool.dev_type)
+    return (REMOTE_MANAGED, 'true')

@@ -2,9 +2,9 @@
 
 A :class:`SimHost` is one compute host as the product code sees it: a
 libvirt connection, an mdev lifecycle backend, a SQLite store in the host's
-own state directory and a :class:`~nova_pci_mdev.virt.libvirt.driver.
-ComputeHost` built on them exactly as ``cli.build_compute_host`` does. The
-host is described once by a :class:`~..fixtures.fakelibvirt.FakeHost`
+own state directory and a :class:`~nova_pci_mdev.compute.ComputeHost`
+built on them exactly as ``cli.build_compute_host`` does. The host is
+described once by a :class:`~..fixtures.fakelibvirt.FakeHost`
 builder and runs on one of two hypervisors:
 
 ``fake`` (:data:`FAKE`)
@@ -40,11 +40,11 @@ import os
 
 import libvirt
 
+from nova_pci_mdev import compute as compute_mod
 from nova_pci_mdev import store as store_mod
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.tests.fixtures import sysfs
 from nova_pci_mdev.virt.libvirt import config as vconfig
-from nova_pci_mdev.virt.libvirt import driver
 from nova_pci_mdev.virt.libvirt import emulated
 from nova_pci_mdev.virt.libvirt import host as host_mod
 from nova_pci_mdev.virt.libvirt import mdev
@@ -244,7 +244,7 @@ class SimHost(object):
             backend = host.backend
         self._store = store_mod.SqliteStore(
             os.path.join(self.state_dir, 'state.db'))
-        self._compute = driver.ComputeHost(
+        self._compute = compute_mod.ComputeHost(
             host, self.settings, self._store, mdev.MdevManager(backend),
             host.numa_topology())
         self.starts += 1

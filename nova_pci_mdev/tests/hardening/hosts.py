@@ -16,10 +16,10 @@ import errno as errno_mod
 import os
 import sqlite3
 
+from nova_pci_mdev import compute as compute_mod
 from nova_pci_mdev import flavor as flavor_mod
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.tests.fixtures import fakelibvirt
-from nova_pci_mdev.virt.libvirt import driver
 from nova_pci_mdev.virt.libvirt import host as host_mod
 from nova_pci_mdev.virt.libvirt import mdev
 from nova_pci_mdev.virt.libvirt import mdev_libvirt
@@ -161,7 +161,7 @@ def compute_on(fixture, writer=None, conn=None, libvirt_backend=False,
     else:
         backend = mdev_sysfs.SysfsBackend(
             fixture.tree.root, writer=writer or fixture.kernel.write)
-    fixture.compute = driver.ComputeHost(
+    fixture.compute = compute_mod.ComputeHost(
         host, fixture.settings, store or fixture.store,
         mdev.MdevManager(backend),
         host.numa_topology())

@@ -29,8 +29,8 @@ import traceback
 import libvirt
 
 from nova_pci_mdev import cli
+from nova_pci_mdev import compute as compute_mod
 from nova_pci_mdev import data
-from nova_pci_mdev.virt.libvirt import driver
 from nova_pci_mdev.virt.libvirt import mdev
 
 #: How long a test waits for a child's next message before failing.
@@ -234,7 +234,7 @@ class HookedStore(object):
 
 def hooked(compute, hook):
     """The same host, store and backend with ``hook`` at the kill points."""
-    return driver.ComputeHost(
+    return compute_mod.ComputeHost(
         compute.host, compute.settings, HookedStore(compute.store, hook),
         mdev.MdevManager(HookedBackend(compute.mdevs.backend, hook)),
         compute.topology)

@@ -10,33 +10,9 @@ and ``XMLDesc(0)``), ``getCapabilities()``, ``getHostname()`` and
 Discovery (:meth:`Host.discover`) makes one ``listAllDevices`` call with
 the PCI_DEV, MDEV_TYPES and MDEV capability flags (a virtual parent such
 as ``mtty`` appears only under MDEV_TYPES), parses every device once
-(:mod:`.nodedev`) and builds device records with dict lookups only
-(:func:`build_records`, pure): linear in the number of devices and slots.
-
-Records (the device record contract of the tracker):
-
-- PCI functions without mdev types: ``type-PCI``, ``type-PF`` (has a
-  ``virt_functions`` capability) or ``type-VF`` (``parent_addr`` = PF);
-- mdev parents (a PCI function with ``mdev_types``, or a virtual parent):
-  ``mdev-pf`` with ``mdev_type`` = the one type it exposes
-  (``settings.exposed_type``), ``extra_info['resource_class']`` when it
-  exposes one, ``extra_info['supported_mdev_types']`` (comma-separated),
-  ``extra_info['virtual'] = 'true'`` and empty vendor/product for virtual
-  parents, ``extra_info['phys_function']`` for an mdev-capable VF;
-- its slots (:mod:`.slots`) as ``mdev-vf`` records: address = mdev UUID,
-  vendor, product and NUMA node of the parent, ``dev_id`` = the mdev's node
-  name (None until libvirt knows the mdev), ``extra_info['mdev_exists']``
-  ``'true'`` for an active mdev, ``'false'`` for a slot still to create or
-  a defined but stopped mdev (``isActive()`` False; it keeps its slot and
-  uses up one available instance), and ``extra_info['mdev_exposed'] =
-  'true'``;
-- existing mdevs of a type the parent does not expose (left over after a
-  configuration change): ``mdev-vf`` records with their own ``mdev_type``
-  and ``extra_info['mdev_exposed'] = 'false'``, so that they stay visible
-  (an instance may hold one) but the tracker must not hand them out.
-
-mdevs whose parent is not an mdev parent of the listing are left out of the
-records (they are still returned by :meth:`Host.list_mdevs`).
+(:mod:`.nodedev`) and hands them to :func:`.records.build_records` (pure,
+dict lookups only): linear in the number of devices and slots. The record
+format is described in :mod:`.records`.
 
 Libvirt errors are wrapped exactly once, in
 :class:`~nova_pci_mdev.exception.HypervisorError` naming the device (or
@@ -49,20 +25,15 @@ device handle of the dead connection fails, and the next connection-level
 call (the next operation) reopens it.
 """
 
-import collections
 import contextlib
 import dataclasses
 import sys
 import typing
 
 from nova_pci_mdev import exception
-from nova_pci_mdev import names
-from nova_pci_mdev.objects import fields
 from nova_pci_mdev.virt.libvirt import capabilities
 from nova_pci_mdev.virt.libvirt import nodedev
-from nova_pci_mdev.virt.libvirt import slots
-
-DevType = fields.PciDeviceType
+from nova_pci_mdev.virt.libvirt import records as records_mod
 
 #: libvirt's values of the listAllDevices flags we use (stable ABI); the
 #: real module's constants win when it is importable.
@@ -213,159 +184,6 @@ class MdevLocation(typing.NamedTuple):
     mdev_type: str
 
 
-# -- pure record building --------------------------------------------------
-
-def _label(vendor_id, product_id):
-    return 'label_%s_%s' % (vendor_id, product_id)
-
-
-def _record(address, vendor_id, product_id, dev_type, numa_node, dev_id,
-            parent_addr=None, mdev_type=None, extra_info=None):
-    return {
-        'address': address,
-        'vendor_id': vendor_id,
-        'product_id': product_id,
-        'dev_type': dev_type,
-        'numa_node': numa_node,
-        'parent_addr': parent_addr,
-        'mdev_type': mdev_type,
-        'label': _label(vendor_id, product_id),
-        'dev_id': dev_id,
-        'extra_info': dict(extra_info or {}),
-    }
-
-
-def _pci_record(dev):
-    if dev.is_vf:
-        dev_type, parent_addr = DevType.SRIOV_VF, dev.phys_function
-    elif dev.is_pf:
-        dev_type, parent_addr = DevType.SRIOV_PF, None
-    else:
-        dev_type, parent_addr = DevType.STANDARD, None
-    return _record(dev.address, dev.vendor_id, dev.product_id, dev_type,
-                   dev.numa_node, dev.name, parent_addr=parent_addr)
-
-
-def _parent_records(nodename, dev, mdevs, settings):
-    """The ``mdev-pf`` record of ``dev`` followed by its ``mdev-vf``s."""
-    virtual = isinstance(dev, nodedev.VirtualParent)
-    vendor_id = '' if virtual else dev.vendor_id
-    product_id = '' if virtual else dev.product_id
-    numa_node = None if virtual else dev.numa_node
-    supported = {t.id: t for t in dev.mdev_types}
-    options = settings.exposed_type(dev.address, tuple(supported))
-    exposed = options.mdev_type if options is not None else None
-
-    extra = {'supported_mdev_types': ','.join(supported)}
-    if virtual:
-        extra['virtual'] = 'true'
-    elif dev.is_vf:
-        extra['phys_function'] = dev.phys_function
-    if options is not None and options.resource_class:
-        extra['resource_class'] = options.resource_class
-    records = [_record(dev.address, vendor_id, product_id, DevType.MDEV_PF,
-                       numa_node, dev.name, mdev_type=exposed,
-                       extra_info=extra)]
-
-    def slot(uuid, mdev_type, found, is_exposed):
-        exists = found is not None and found.active
-        return _record(uuid, vendor_id, product_id, DevType.MDEV_VF,
-                       numa_node, found.name if found else None,
-                       parent_addr=dev.address, mdev_type=mdev_type,
-                       extra_info={
-                           'mdev_exists': 'true' if exists else 'false',
-                           'mdev_exposed': 'true' if is_exposed else 'false',
-                       })
-
-    by_uuid = {m.uuid: m for m in mdevs}
-    if exposed is not None:
-        kind = supported.get(exposed)
-        # An exposed type the parent does not list (configuration naming
-        # the wrong parent) gets slots for its existing mdevs only.
-        available = kind.available_instances if kind is not None else 0
-        mine = [m for m in mdevs if m.mdev_type == exposed]
-        # A defined but stopped mdev keeps its UUID (it is a slot) but does
-        # not hold an instance yet: starting it will take one of the
-        # available instances, so that one is not a creatable slot.
-        stopped = sum(1 for m in mine if not m.active)
-        uuids = slots.slots_for_parent(
-            nodename, dev.address, exposed, [m.uuid for m in mine],
-            max(0, available - stopped), options.max_instances)
-        records.extend(slot(u, exposed, by_uuid.get(u), True)
-                       for u in uuids)
-    others = sorted((m for m in mdevs if m.mdev_type != exposed),
-                    key=lambda m: m.uuid)
-    records.extend(slot(m.uuid, m.mdev_type, m, False) for m in others)
-    return records
-
-
-def _mdev_parent_address(mdev, address_of):
-    """Resolve an mdev's parent node name to an address, or None."""
-    if mdev.parent in address_of:
-        return address_of[mdev.parent]
-    if mdev.parent_addr:
-        try:
-            return names.normalize_address(mdev.parent_addr)
-        except exception.Invalid:
-            return None
-    return nodedev.pci_address_from_name(mdev.parent)
-
-
-def _index(devices):
-    """Split parsed devices; map node names to addresses; check unicity."""
-    address_of = {}
-    owner = {}
-    functions = []
-    mdevs = []
-    for dev in devices:
-        if isinstance(dev, nodedev.Mdev):
-            mdevs.append(dev)
-            key = dev.uuid
-        elif isinstance(dev, (nodedev.PciFunction, nodedev.VirtualParent)):
-            functions.append(dev)
-            address_of[dev.name] = dev.address
-            key = dev.address
-        else:
-            continue
-        if key in owner:
-            raise exception.NodeDeviceXMLInvalid(
-                device=dev.name, reason='address %s is also the address of '
-                'node device %s' % (key, owner[key]))
-        owner[key] = dev.name
-    return functions, mdevs, address_of
-
-
-def build_records(nodename, devices, settings):
-    """Device records from parsed node devices (see the module docstring).
-
-    ``devices``: :mod:`.nodedev` objects (None entries and other kinds are
-    ignored). ``settings``: anything with ``exposed_type(parent_addr,
-    supported_type_ids) -> MdevTypeOptions | None``. Parents come sorted by
-    address, each followed by its slots.
-    """
-    functions, mdevs, address_of = _index(devices)
-    by_parent = collections.defaultdict(list)
-    for mdev in mdevs:
-        by_parent[_mdev_parent_address(mdev, address_of)].append(mdev)
-    records = []
-    for dev in sorted(functions, key=lambda d: d.address):
-        if isinstance(dev, nodedev.VirtualParent) or dev.is_mdev_parent:
-            records.extend(_parent_records(
-                nodename, dev, by_parent.get(dev.address, ()), settings))
-        else:
-            records.append(_pci_record(dev))
-    return records
-
-
-def _vanished(devices, held):
-    """Stopped :class:`~.nodedev.Mdev` stand-ins for held, unlisted slots."""
-    listed = {d.uuid for d in devices if isinstance(d, nodedev.Mdev)}
-    return [nodedev.Mdev(name='mdev_' + uuid.replace('-', '_'), uuid=uuid,
-                         mdev_type=mdev_type, parent_addr=parent_addr,
-                         active=False)
-            for uuid, parent_addr, mdev_type in held if uuid not in listed]
-
-
 # -- the connection wrapper ------------------------------------------------
 
 class Host:
@@ -477,8 +295,10 @@ class Host:
         capacity is never offered as a fresh slot.
         """
         devices = self.devices()
-        return build_records(self.hostname,
-                             devices + _vanished(devices, held), settings)
+        return records_mod.build_records(
+            self.hostname,
+            devices + records_mod.vanished_stand_ins(devices, held),
+            settings)
 
     def numa_topology(self, sidecar=None):
         """The host's NUMA cells; from ``sidecar`` (a JSON file path) only
@@ -497,6 +317,7 @@ class Host:
             | _flag('VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV'))
         address_of = {d.name: d.address for d in found
                       if not isinstance(d, nodedev.Mdev)}
-        return {d.uuid: MdevLocation(_mdev_parent_address(d, address_of),
-                                     d.mdev_type)
+        return {d.uuid: MdevLocation(
+                    records_mod.mdev_parent_address(d, address_of),
+                    d.mdev_type)
                 for d in found if isinstance(d, nodedev.Mdev) and d.active}

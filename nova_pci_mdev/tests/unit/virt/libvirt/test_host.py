@@ -34,6 +34,7 @@ from nova_pci_mdev.tests.unit.virt.libvirt import nodedev_xml as X
 from nova_pci_mdev.virt.libvirt import capabilities
 from nova_pci_mdev.virt.libvirt import host as host_mod
 from nova_pci_mdev.virt.libvirt import nodedev
+from nova_pci_mdev.virt.libvirt import records as records_mod
 from nova_pci_mdev.virt.libvirt import slots
 
 NODE = 'cn1'
@@ -529,8 +530,8 @@ class DoubleDiscoveryTest(_Base):
                   for name, xml, _ in world_devices() + MTTY_DEVICES]
         self.assertEqual(
             expected_world(with_mtty=True),
-            summary(host_mod.build_records(NODE, parsed + [None],
-                                           DEFAULT_SETTINGS)))
+            summary(records_mod.build_records(NODE, parsed + [None],
+                                              DEFAULT_SETTINGS)))
 
 
 class ErrorTest(_Base):

@@ -14,7 +14,8 @@ The two request paths end in the same tracker:
   host's NUMA cells (``hw:numa_nodes``, ``hw:pci_numa_affinity_policy``)
   and claimed from the pools;
 * **Placement path**: an allocation on a parent's provider (from a real
-  Placement, or chosen locally by :func:`local_allocations` when there is
+  Placement, or chosen locally by
+  :func:`nova_pci_mdev.pci.allocation.local_allocations` when there is
   none) becomes slots of that parent claimed in the tracker.
 
 Then every claimed slot gets its mdev (created if needed, all or nothing),
@@ -35,6 +36,7 @@ from nova_pci_mdev import exception
 from nova_pci_mdev import names
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import pci_device as objects_pci
+from nova_pci_mdev.pci import allocation
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev.pci import numa_fit
 from nova_pci_mdev.pci import placement
@@ -133,56 +135,6 @@ def hostdev_for(dev):
             field='device', value=dev.address,
             rule='a virtual mdev parent cannot be passed through whole')
     return vconfig.LibvirtConfigGuestHostdevPCI(address=dev.address)
-
-
-def _free_slots(tracker, parent):
-    """Available slots of ``parent``: existing mdevs first, then by UUID."""
-    slots = [c for c in parent.child_devices
-             if c.status == Status.AVAILABLE and
-             c.mdev_type == parent.mdev_type]
-    slots.sort(key=lambda s: (s.extra_info.get('mdev_exists') != 'true',
-                              s.address))
-    return slots
-
-
-def local_allocations(tree, tracker, resource_groups, numa_cells=None):
-    """Choose providers for ``resource_groups`` without a Placement service.
-
-    Each (group, resource class) is served by one child provider with
-    enough free slots, preferring providers on the instance's NUMA cells,
-    then by name; returns ``{provider uuid: {rc: amount}}`` or raises
-    RequestNotSatisfiable naming the resource class.
-    """
-    cell_ids = {c.id for c in numa_cells} if numa_cells else set()
-    devices = tracker.devices
-    taken = {}
-    result = {}
-    for suffix, group in sorted(resource_groups.items()):
-        for rc, amount in sorted(group.items()):
-            candidates = []
-            for prov in tree.children:
-                if rc not in prov.inventories:
-                    continue
-                parent = devices.get(prov.device_address)
-                if parent is None:
-                    continue
-                free = len(_free_slots(tracker, parent)) - taken.get(
-                    prov.uuid, 0)
-                if free >= amount:
-                    near = parent.numa_node in cell_ids
-                    candidates.append((not near, prov.name, prov))
-            if not candidates:
-                total = sum(p.inventories[rc].total for p in tree.children
-                            if rc in p.inventories)
-                raise exception.RequestNotSatisfiable(
-                    reason='resources%s:%s=%d: no provider of %s has %d free '
-                           'slot(s) (%d in total on this host)' % (
-                               suffix, rc, amount, rc, amount, total))
-            prov = sorted(candidates, key=lambda c: c[:2])[0][2]
-            taken[prov.uuid] = taken.get(prov.uuid, 0) + amount
-            result.setdefault(prov.uuid, {})
-            result[prov.uuid][rc] = result[prov.uuid].get(rc, 0) + amount
-    return result
 
 
 class ComputeHost(object):
@@ -311,7 +263,7 @@ class ComputeHost(object):
         if flavor.resource_groups:
             tree = self._tree(s)
             if allocations is None:
-                allocations = local_allocations(
+                allocations = allocation.local_allocations(
                     tree, s.tracker, flavor.resource_groups, cells)
             devices.extend(self._claim_allocations(
                 s, tree, instance_uuid, allocations))
@@ -370,7 +322,7 @@ class ComputeHost(object):
                          % self.nodename)
             parent = s.tracker.devices[prov.device_address]
             amount = sum(resources.get(rc, 0) for rc in prov.inventories)
-            free = _free_slots(s.tracker, parent)
+            free = allocation.free_slots(s.tracker, parent)
             if len(free) < amount:
                 raise exception.RequestNotSatisfiable(
                     reason='provider %s (%s): %d free slot(s) of %s, %d '

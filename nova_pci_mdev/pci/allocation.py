@@ -1,0 +1,65 @@
+"""The Placement path on one host, without I/O: which slots serve it.
+
+:func:`free_slots` orders a parent's free slots (existing mdevs first, then
+by UUID) so that every caller takes the same ones; :func:`local_allocations`
+plays Placement's allocation-candidates role when there is no Placement
+service: it picks, per resource group and class, one child provider of the
+host's provider tree with enough free slots.
+
+Pure: it reads the tracker and the provider tree and changes neither.
+"""
+
+from nova_pci_mdev import exception
+from nova_pci_mdev.objects import fields
+
+Status = fields.PciDeviceStatus
+
+
+def free_slots(tracker, parent):
+    """Available slots of ``parent``: existing mdevs first, then by UUID."""
+    slots = [c for c in parent.child_devices
+             if c.status == Status.AVAILABLE and
+             c.mdev_type == parent.mdev_type]
+    slots.sort(key=lambda s: (s.extra_info.get('mdev_exists') != 'true',
+                              s.address))
+    return slots
+
+
+def local_allocations(tree, tracker, resource_groups, numa_cells=None):
+    """Choose providers for ``resource_groups`` without a Placement service.
+
+    Each (group, resource class) is served by one child provider with
+    enough free slots, preferring providers on the instance's NUMA cells,
+    then by name; returns ``{provider uuid: {rc: amount}}`` or raises
+    RequestNotSatisfiable naming the resource class.
+    """
+    cell_ids = {c.id for c in numa_cells} if numa_cells else set()
+    devices = tracker.devices
+    taken = {}
+    result = {}
+    for suffix, group in sorted(resource_groups.items()):
+        for rc, amount in sorted(group.items()):
+            candidates = []
+            for prov in tree.children:
+                if rc not in prov.inventories:
+                    continue
+                parent = devices.get(prov.device_address)
+                if parent is None:
+                    continue
+                free = len(free_slots(tracker, parent)) - taken.get(
+                    prov.uuid, 0)
+                if free >= amount:
+                    near = parent.numa_node in cell_ids
+                    candidates.append((not near, prov.name, prov))
+            if not candidates:
+                total = sum(p.inventories[rc].total for p in tree.children
+                            if rc in p.inventories)
+                raise exception.RequestNotSatisfiable(
+                    reason='resources%s:%s=%d: no provider of %s has %d free '
+                           'slot(s) (%d in total on this host)' % (
+                               suffix, rc, amount, rc, amount, total))
+            prov = sorted(candidates, key=lambda c: c[:2])[0][2]
+            taken[prov.uuid] = taken.get(prov.uuid, 0) + amount
+            result.setdefault(prov.uuid, {})
+            result[prov.uuid][rc] = result[prov.uuid].get(rc, 0) + amount
+    return result
