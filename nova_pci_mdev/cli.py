@@ -12,15 +12,14 @@ libvirt node devices (libvirt >= 7.3) or sysfs.
 """
 
 import argparse
-import hashlib
 import os
-import re
 import sys
 import uuid as uuid_lib
 import warnings
 
 from nova_pci_mdev import data
 from nova_pci_mdev import exception
+from nova_pci_mdev import state_dir as state_dir_mod
 
 # The modules below import oslo.versionedobjects, which pulls in
 # oslo.messaging and eventlet (about a second): they are imported once a
@@ -45,16 +44,7 @@ EXIT_OK, EXIT_UNSATISFIED, EXIT_INVALID, EXIT_HOST = 0, 1, 2, 3
 
 # -- building the host -----------------------------------------------------
 
-def default_state_dir(uri):
-    base = os.environ.get('XDG_STATE_HOME') or os.path.join(
-        os.path.expanduser('~'), '.local', 'state')
-    if uri == data.sample_connection_uri():
-        slug = 'sample-host'
-    else:
-        slug = '%s-%s' % (re.sub(r'[^A-Za-z0-9]+', '-', uri).strip('-')[-40:],
-                          hashlib.sha256(uri.encode(
-                              'utf-8', 'surrogatepass')).hexdigest()[:8])
-    return os.path.join(base, 'nova-pci-mdev', slug)
+default_state_dir = state_dir_mod.default_state_dir
 
 
 def _host_file(uri):
@@ -69,29 +59,41 @@ def build_compute_host(args, settings):
     from nova_pci_mdev.virt.libvirt import host as host_mod
     from nova_pci_mdev.virt.libvirt import mdev
 
-    os.makedirs(args.state_dir, mode=0o700, exist_ok=True)
+    state_dir_mod.prepare(args.state_dir)
     # connect() gives a Host that reopens the connection if libvirtd restarts.
     host = host_mod.connect(args.connection)
     conn = host.connection
+    sidecar = None
     if args.connection.startswith('test://'):
         host_file = _host_file(args.connection)
         sidecar = emulated.load_sidecar(
             emulated.sidecar_path(host_file) if host_file else None)
-        host = emulated.EmulatedHost(conn, args.state_dir, sidecar)
-        backend = host.backend
-    else:
-        if host.has_min_version(7, 3):
+    # The store first: it refuses a directory of another host, or whose
+    # store was lost, before anything else is written there.
+    store = store_mod.SqliteStore(
+        os.path.join(args.state_dir, state_dir_mod.STORE_FILE),
+        busy_timeout=60,
+        owner=state_dir_mod.owner(args.connection, (
+            sidecar and sidecar.hostname) or host.hostname),
+        beside=[os.path.join(args.state_dir, name)
+                for name in state_dir_mod.EMULATED_FILES])
+    try:
+        if sidecar is not None:
+            host = emulated.EmulatedHost(conn, args.state_dir, sidecar)
+            backend = host.backend
+        elif host.has_min_version(7, 3):
             from nova_pci_mdev.virt.libvirt import mdev_libvirt
             backend = mdev_libvirt.LibvirtNodeDeviceBackend(
                 conn, current=host.live_connection)
         else:
             from nova_pci_mdev.virt.libvirt import mdev_sysfs
             backend = mdev_sysfs.SysfsBackend('/')
-    store = store_mod.SqliteStore(os.path.join(args.state_dir, 'state.db'),
-                                  busy_timeout=60)
-    return compute_mod.ComputeHost(host, settings, store,
-                                   mdev.MdevManager(backend),
-                                   host.numa_topology())
+        return compute_mod.ComputeHost(host, settings, store,
+                                       mdev.MdevManager(backend),
+                                       host.numa_topology())
+    except BaseException:
+        store.close()
+        raise
 
 
 def load_settings(args):
@@ -356,6 +358,27 @@ def main(argv=None, out=None, err=None):
     except exception.NovaPciMdevException as exc:
         err.write('host error: %s\n' % exc)
         return EXIT_HOST
+    except BrokenPipeError:
+        # The reader went away (``| head``): nothing left to tell it.
+        _silence(out)
+        return EXIT_OK
+    except OSError as exc:
+        # Any filesystem error that escaped its module, named by path.
+        err.write('host error: %s: %s\n' % (
+            exc.filename or 'I/O', exc.strerror or exc))
+        return EXIT_HOST
+
+
+def _silence(stream):
+    """Point ``stream``'s descriptor at /dev/null so that the flush at
+    exit does not fail again."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 if __name__ == '__main__':

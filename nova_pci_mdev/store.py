@@ -1,8 +1,8 @@
-"""Persistent state of one compute host: a SQLite file.
+"""Persistent state of one compute host: a SQLite file that knows what it is.
 
-The tracker keeps its devices here between runs, and other modules keep
-small JSON documents (instances, mdev bookkeeping) next to them, so that
-one transaction covers a claim and everything recorded with it::
+The tracker keeps its devices here between runs, next to the instance
+records, so that one transaction covers a claim and everything recorded
+with it::
 
     with store.transaction() as tx:
         tracker = PciDevTracker(whitelist, topology, tx.load_devices())
@@ -22,8 +22,32 @@ Invariants:
 * A transaction commits only when its block ends normally; any exception
   rolls back everything written in it, and a closed transaction refuses
   further use.
-* The file carries a ``schema_version``; a file of a newer schema, or a
-  SQLite file that is not a store, is refused and never altered.
+* The store knows what it is (:mod:`.store_files` for the files): the
+  SQLite header carries our ``application_id``; ``store_info`` holds the
+  format, the store's UUID, a generation counted up by every commit that
+  wrote, and the ``owner`` (connection, compute node) it belongs to; the
+  marker file ``<path>.id`` beside it repeats the UUID and the last
+  generation. Opening refuses, with StoreError naming the file and
+  changing nothing:
+
+  - a file that is not SQLite, the SQLite file of another application, a
+    SQLite file without our tables, a newer schema, a symbolic link;
+  - a missing or empty database beside existing state (the marker,
+    SQLite's journals, or the caller's ``beside`` files such as emulated
+    mdevs): state was lost, which is never taken for a first start;
+  - a database that is not the store the marker names, or an older
+    generation of it (replaced by another store or an older copy);
+  - a store whose recorded owner differs from ``owner``.
+
+  A store of schema 1 (no identity yet) is recognised by its tables and
+  migrated in place; its unused ``documents`` table is dropped.
+* Nothing is written to a file before it is recognised as ours; a new
+  store is built in a temporary file and linked into place complete.
+* A commit is durable or an error: ``synchronous=FULL`` with a rollback
+  journal, and a commit that wrote is checked against the file at
+  ``path`` before and after COMMIT; if the file was deleted or replaced
+  meanwhile, StoreError says that nothing (before) or that the commit
+  (after) was lost, instead of reporting success.
 * Devices round-trip exactly: every :class:`PciDevice` field except the
   bookkeeping timestamps has a column of its own (``extra_info`` as JSON).
   Explicit columns rather than ``obj_to_primitive`` blobs, because the
@@ -39,42 +63,18 @@ import contextlib
 import json
 import os
 import sqlite3
+import tempfile
+import urllib.parse
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.objects import pci_device
+from nova_pci_mdev import store_files as files
+from nova_pci_mdev import store_schema as schema
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = schema.SCHEMA_VERSION
+DEVICE_COLUMNS = schema.DEVICE_COLUMNS
 DEFAULT_BUSY_TIMEOUT = 10.0
-
-#: (column, SQL type) of the devices table, one per PciDevice field.
-DEVICE_COLUMNS = (
-    ('address', 'TEXT PRIMARY KEY'),
-    ('uuid', 'TEXT NOT NULL'),
-    ('id', 'INTEGER'),
-    ('compute_node_id', 'INTEGER'),
-    ('vendor_id', 'TEXT NOT NULL'),
-    ('product_id', 'TEXT NOT NULL'),
-    ('dev_type', 'TEXT NOT NULL'),
-    ('status', 'TEXT NOT NULL'),
-    ('dev_id', 'TEXT'),
-    ('label', 'TEXT'),
-    ('instance_uuid', 'TEXT'),
-    ('request_id', 'TEXT'),
-    ('extra_info', "TEXT NOT NULL DEFAULT '{}'"),
-    ('numa_node', 'INTEGER'),
-    ('parent_addr', 'TEXT'),
-    ('mdev_type', 'TEXT'),
-)
-_COLUMN_NAMES = tuple(name for name, _sql in DEVICE_COLUMNS)
-
-_SCHEMA = (
-    'CREATE TABLE schema_version (version INTEGER NOT NULL)',
-    'CREATE TABLE devices (%s)' % ', '.join(
-        '%s %s' % column for column in DEVICE_COLUMNS),
-    'CREATE INDEX devices_instance ON devices (instance_uuid)',
-    'CREATE TABLE instances (uuid TEXT PRIMARY KEY, data TEXT NOT NULL)',
-    'CREATE TABLE documents (key TEXT PRIMARY KEY, value TEXT NOT NULL)',
-)
+_COLUMN_NAMES = schema.COLUMN_NAMES
 
 
 class SqliteStore(object):
@@ -82,28 +82,25 @@ class SqliteStore(object):
 
     ``busy_timeout`` is how long (seconds) a transaction waits for another
     process's transaction to finish before failing with StoreError.
+    ``owner`` (``{'connection': uri, 'compute_node': name}``, any str keys)
+    is recorded in a new store and must match the one recorded in an
+    existing store. ``beside`` are paths of the caller's own state files
+    (e.g. emulated mdevs): their presence proves that the directory had a
+    store. The directory of ``path`` is created if missing.
     """
 
-    def __init__(self, path, busy_timeout=DEFAULT_BUSY_TIMEOUT):
-        self.path = str(path)
+    def __init__(self, path, busy_timeout=DEFAULT_BUSY_TIMEOUT, owner=None,
+                 beside=()):
+        self.path = os.path.abspath(str(path))
         self.busy_timeout = busy_timeout
+        self.owner = {str(k): str(v) for k, v in dict(owner or {}).items()}
+        self.store_uuid = None
+        self._beside = tuple(beside)
         self._conn = None
         self._tx = None
-        with self._errors('open'):
-            directory = os.path.dirname(os.path.abspath(self.path))
-            if self.path != ':memory:':
-                os.makedirs(directory, exist_ok=True)
-            self._conn = sqlite3.connect(
-                self.path, timeout=busy_timeout, isolation_level=None)
-            self._conn.execute('PRAGMA journal_mode=WAL').fetchone()
+        self._ident = None
         try:
-            # Checking an existing, current schema is a read: it must not
-            # queue behind (or hold up) writers for the write lock.
-            with self.transaction(immediate=False) as tx:
-                ready = tx._prepare_schema(create=False)
-            if not ready:
-                with self.transaction() as tx:
-                    tx._prepare_schema()
+            self._open()
         except BaseException:
             self.close()
             raise
@@ -130,6 +127,128 @@ class SqliteStore(object):
         except (sqlite3.Error, OSError) as exc:
             raise self._error('%s failed: %s' % (action, exc)) from exc
 
+    # -- opening -----------------------------------------------------------
+
+    def _open(self):
+        directory = os.path.dirname(self.path)
+        with files.os_errors(directory, 'create the state directory'):
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+        with files.locked(self.path):
+            kind = files.classify(self.path)
+            if kind is files.Kind.UNMARKED_SQLITE:
+                self._check_unmarked()
+            marker = files.read_marker(self.path)
+            if kind in (files.Kind.ABSENT, files.Kind.EMPTY):
+                self._refuse_lost(kind)
+                self._create()
+            for suffix in files.SQLITE_SUFFIXES:
+                files.lstat_state_file(self.path + suffix)
+            ident = files.file_ident(self.path)
+            with self._errors('open'):
+                self._conn = sqlite3.connect(
+                    self.path, timeout=self.busy_timeout,
+                    isolation_level=None)
+                self._conn.execute('PRAGMA synchronous=FULL')
+            self._ident = ident
+            info = self._read_info()
+            if files.file_ident(self.path) != ident:
+                raise self._error('replaced by another file while it was '
+                                  'being opened')
+            self.store_uuid = schema.check_identity(
+                info, marker, files.marker_path(self.path), self._error)
+            missing = schema.check_owner(info, self.owner, self._error)
+            if missing:
+                with self.transaction() as tx:
+                    with tx._sql('record the owner') as conn:
+                        schema.put_info(conn, missing)
+                info = self._read_info()
+            current = {'store': self.store_uuid,
+                       'generation': int(info['generation'])}
+            if marker != current:
+                files.write_marker(self.path, self.store_uuid,
+                                   current['generation'])
+
+    def _check_unmarked(self):
+        """A SQLite file without our application_id: a schema 1 store
+        (read-only look at its tables) or refused."""
+        uri = 'file:%s?mode=ro' % urllib.parse.quote(self.path)
+        with self._errors('read schema'):
+            conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout)
+            try:
+                is_1, found = schema.looks_like_schema_1(conn)
+            finally:
+                conn.close()
+        if not is_1:
+            raise self._error(
+                'not a nova-pci-mdev state store (a SQLite file without '
+                'its tables; tables: %s); left untouched'
+                % (', '.join(sorted(found)) or 'none'))
+
+    def _refuse_lost(self, kind):
+        what = ('is empty (0 bytes)' if kind is files.Kind.EMPTY
+                else 'is missing')
+        found = files.existing_state(self.path, self._beside)
+        schema.refuse_lost(what, [os.path.basename(p) for p in found],
+                           self._error)
+        if kind is files.Kind.EMPTY:
+            raise self._error(
+                '%s: not a store this program wrote (it writes complete '
+                'stores only); remove it to create a new store' % what)
+
+    def _create(self):
+        """Build a complete store in a temporary file, link it in place."""
+        directory = os.path.dirname(self.path)
+        info = schema.new_info(self.owner)
+        with files.os_errors(directory, 'create the store'):
+            fd, tmp = tempfile.mkstemp(
+                dir=directory, prefix='.%s.' % os.path.basename(self.path),
+                suffix='.new')
+            os.close(fd)
+        try:
+            with self._errors('create'):
+                conn = sqlite3.connect(tmp, isolation_level=None)
+                try:
+                    schema.create(conn, info)
+                finally:
+                    conn.close()
+            with files.os_errors(self.path, 'create'):
+                fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.link(tmp, self.path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        files.write_marker(self.path, info['store'], 0)
+
+    def _read_info(self):
+        """store_info, after checking (or migrating) the schema."""
+        with self.transaction(immediate=False) as tx:
+            with tx._sql('read schema') as conn:
+                if schema.schema_version(conn, self._error) == \
+                        SCHEMA_VERSION:
+                    return schema.read_info(conn)
+        with self.transaction() as tx:
+            with tx._sql('migrate schema 1 to %d' % SCHEMA_VERSION) as conn:
+                if schema.schema_version(conn, self._error) == 1:
+                    schema.migrate_from_1(conn)
+                info = schema.read_info(conn)
+        with contextlib.suppress(sqlite3.Error):
+            # WAL (set by schema 1) keeps commits in a side file that
+            # can be lost on its own; the rollback journal does not.
+            self._conn.execute('PRAGMA journal_mode=DELETE').fetchone()
+        return info
+
+    # -- transactions ------------------------------------------------------
+
+    def _check_file(self, when):
+        if not files.same_file(self.path, self._ident):
+            raise self._error(
+                '%s: the state file was deleted or replaced since this '
+                'process opened it' % when)
+
     @contextlib.contextmanager
     def transaction(self, immediate=True):
         """A :class:`Transaction`: BEGIN IMMEDIATE, COMMIT or ROLLBACK.
@@ -142,29 +261,48 @@ class SqliteStore(object):
         if self._tx is not None:
             raise self._error('a transaction is already open on this '
                               'store (transactions do not nest)')
+        self._check_file('cannot begin a transaction')
         with self._errors('begin transaction (waited up to %ss for other '
                           'writers)' % self.busy_timeout):
             self._conn.execute('BEGIN IMMEDIATE' if immediate else 'BEGIN')
+        changes = self._conn.total_changes
         tx = self._tx = Transaction(self, self._conn)
         try:
             yield tx
         except BaseException:
             self._close_tx(tx)
-            try:
-                self._conn.execute('ROLLBACK')
-            except sqlite3.Error:
-                pass    # the original error is the one worth reporting
+            self._rollback()
             raise
         self._close_tx(tx)
+        generation = None
         try:
             with self._errors('commit'):
+                if self._conn.total_changes != changes:
+                    self._check_file('nothing was committed')
+                    generation = schema.next_generation(self._conn)
                 self._conn.execute('COMMIT')
         except exception.StoreError:
-            try:
-                self._conn.execute('ROLLBACK')
-            except sqlite3.Error:
-                pass
+            self._rollback()
             raise
+        if generation is not None:
+            self._committed(generation)
+
+    def _committed(self, generation):
+        if not files.same_file(self.path, self._ident):
+            raise self._error(
+                'the state file was deleted or replaced while this process '
+                'committed to it: the commit (generation %d) is lost, and '
+                'what it recorded (a claim, a release) did not happen'
+                % generation)
+        with contextlib.suppress(exception.StoreError):
+            # The marker only ever lags: the database is the truth.
+            files.write_marker(self.path, self.store_uuid, generation)
+
+    def _rollback(self):
+        try:
+            self._conn.execute('ROLLBACK')
+        except sqlite3.Error:
+            pass    # the original error is the one worth reporting
 
     def _close_tx(self, tx):
         tx._open = False
@@ -186,41 +324,6 @@ class Transaction(object):
                 '%s: the transaction is already closed' % action)
         with self._store._errors(action):
             yield self._conn
-
-    # -- schema ------------------------------------------------------------
-
-    def _prepare_schema(self, create=True):
-        """Check the schema; create it in an empty database when
-        ``create`` (the transaction must then hold the write lock). False
-        when the database is empty and ``create`` is False, else True."""
-        with self._sql('read schema') as conn:
-            tables = {row[0] for row in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if not tables:
-                if not create:
-                    return False
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-                conn.execute('INSERT INTO schema_version (version) '
-                             'VALUES (?)', (SCHEMA_VERSION,))
-                return True
-            if 'schema_version' not in tables:
-                raise self._store._error(
-                    'not a nova-pci-mdev state store (no schema_version '
-                    'table; tables: %s)' % ', '.join(sorted(tables)))
-            row = conn.execute(
-                'SELECT MAX(version) FROM schema_version').fetchone()
-        version = row[0] if row else None
-        if not isinstance(version, int):
-            raise self._store._error(
-                'schema_version holds %r, expected an integer' % (version,))
-        if version > SCHEMA_VERSION:
-            raise self._store._error(
-                'schema version %d is newer than this nova-pci-mdev '
-                'understands (%d); use the newer release or another state '
-                'directory' % (version, SCHEMA_VERSION))
-        # Older versions would be migrated here; 1 is the first.
-        return True
 
     # -- devices -----------------------------------------------------------
 
@@ -289,24 +392,6 @@ class Transaction(object):
         with self._sql('delete instance %s' % instance_uuid) as conn:
             conn.execute('DELETE FROM instances WHERE uuid = ?',
                          (instance_uuid,))
-
-    # -- small JSON documents ------------------------------------------------
-
-    def get(self, key, default=None):
-        with self._sql('read %s' % key) as conn:
-            row = conn.execute('SELECT value FROM documents WHERE key = ?',
-                               (key,)).fetchone()
-        return default if row is None else self._loads(key, row[0])
-
-    def put(self, key, value):
-        text = self._dumps(key, value)
-        with self._sql('write %s' % key) as conn:
-            conn.execute('INSERT OR REPLACE INTO documents (key, value) '
-                         'VALUES (?, ?)', (key, text))
-
-    def delete(self, key):
-        with self._sql('delete %s' % key) as conn:
-            conn.execute('DELETE FROM documents WHERE key = ?', (key,))
 
     def _loads(self, what, text):
         try:

@@ -8,6 +8,8 @@ one run; :func:`load_settings` returns :class:`Settings` or raises
 :class:`~nova_pci_mdev.exception.ConfigErrors` listing them all.
 """
 
+import os
+
 from oslo_config import cfg
 
 from nova_pci_mdev import exception
@@ -38,6 +40,7 @@ def new_config(config_files=(), args=()):
     conf = cfg.ConfigOpts()
     register_opts(conf)
     files = [str(f) for f in config_files]
+    _check_files(files + _config_file_args(args))
     try:
         conf(args=list(args), project='nova', prog='nova-pci-mdev',
              default_config_files=files, default_config_dirs=[],
@@ -57,8 +60,24 @@ def new_config(config_files=(), args=()):
     except UnicodeDecodeError as exc:
         raise exception.ConfigErrors(
             [_not_utf8(files + _config_file_args(args), exc)])
+    except OSError as exc:
+        raise exception.ConfigErrors([exception.ConfigError(
+            group='-', option='--config-file',
+            value=exc.filename or ', '.join(files),
+            rule='cannot be read: %s' % (exc.strerror or exc))])
     devices.register_dynamic_opts(conf)
     return conf
+
+
+def _check_files(paths):
+    """Refuse configuration files that are directories (oslo.config
+    would fail on them with a bare IsADirectoryError)."""
+    problems = [exception.ConfigError(
+        group='-', option='--config-file', value=path,
+        rule='is a directory, expected a nova.conf file')
+        for path in paths if os.path.isdir(path)]
+    if problems:
+        raise exception.ConfigErrors(problems)
 
 
 def _config_file_args(args):

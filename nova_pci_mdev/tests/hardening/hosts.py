@@ -182,7 +182,7 @@ def store_dump(path):
     try:
         return {table: conn.execute('SELECT * FROM %s ORDER BY 1'
                                     % table).fetchall()
-                for table in ('devices', 'instances', 'documents')}
+                for table in ('devices', 'instances', 'store_info')}
     finally:
         conn.close()
 

@@ -150,26 +150,30 @@ class TestRoundTrip(StoreTestCase):
             self.assertEqual(len(tracker.devices) - 1,
                              len(tx.load_devices()))
 
-    def test_documents_and_instances(self):
+    def test_instances(self):
         store = self.open()
         with store.transaction() as tx:
-            self.assertIsNone(tx.get('mdevs'))
-            self.assertEqual({}, tx.get('mdevs', {}))
-            tx.put('mdevs', {'a': [1, 2], 'b': None})
             tx.save_instance(world.INST_A, {'numa_cells': [1]})
             tx.save_instance(world.INST_B, {})
         with store.transaction() as tx:
-            self.assertEqual({'a': [1, 2], 'b': None}, tx.get('mdevs'))
             self.assertEqual({world.INST_A: {'numa_cells': [1]},
                               world.INST_B: {}}, tx.instances())
-            tx.delete('mdevs')
             tx.delete_instance(world.INST_B)
         with store.transaction() as tx:
-            self.assertIsNone(tx.get('mdevs'))
             self.assertEqual([world.INST_A], list(tx.instances()))
-            err = self.assertRaises(exception.StoreError, tx.put, 'x',
-                                    object())
-            self.assertIn('x is not JSON', str(err))
+            err = self.assertRaises(exception.StoreError, tx.save_instance,
+                                    world.INST_B, object())
+            self.assertIn('instance %s is not JSON' % world.INST_B, str(err))
+
+    def test_no_documents_table(self):
+        # Schema 1 had one that nothing used.
+        self.open().close()
+        conn = sqlite3.connect(self.path)
+        self.addCleanup(conn.close)
+        self.assertEqual(
+            ['devices', 'instances', 'schema_version', 'store_info'],
+            sorted(r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")))
 
 
 class TestTransactions(StoreTestCase):
@@ -186,14 +190,14 @@ class TestTransactions(StoreTestCase):
                 changed, deleted = tracker.pop_changes()
                 tx.save_devices(changed)
                 tx.delete_devices(deleted)
-                tx.put('k', 1)
+                tx.save_instance(world.INST_B, {})
                 raise Boom()
 
         self.assertRaises(Boom, failing)
         with store.transaction() as tx:
             self.assertEqual(before,
                              {d.address: d.status for d in tx.load_devices()})
-            self.assertIsNone(tx.get('k'))
+            self.assertNotIn(world.INST_B, tx.instances())
 
     def test_closed_transaction_and_nesting_refused(self):
         store = self.open()
@@ -218,13 +222,14 @@ class TestTransactions(StoreTestCase):
             self.assertIn('locked', str(err))
             self.assertIn(self.path, str(err))
         with second.transaction() as tx:       # free again
-            tx.put('k', 1)
+            tx.save_instance(world.INST_A, {})
 
-    def test_wal_mode(self):
+    def test_rollback_journal_durable_commits(self):
+        # A WAL file could be lost on its own, taking commits with it.
         self.open()
         conn = sqlite3.connect(self.path)
         self.addCleanup(conn.close)
-        self.assertEqual('wal',
+        self.assertEqual('delete',
                          conn.execute('PRAGMA journal_mode').fetchone()[0])
 
 
@@ -261,8 +266,8 @@ class TestSchema(StoreTestCase):
     def test_unreadable_files_are_refused(self):
         # (what is at the path, expected text of the error)
         cases = [
-            ('garbage', 'file is not a database'),
-            ('directory', 'unable to open'),
+            ('garbage', 'not an SQLite database'),
+            ('directory', 'is not a regular file (a directory)'),
         ]
         for what, text in cases:
             path = os.path.join(self.dir, what)

@@ -36,6 +36,7 @@ import tempfile
 
 from nova_pci_mdev import exception
 from nova_pci_mdev import names
+from nova_pci_mdev import store_files
 from nova_pci_mdev.virt.libvirt import mdev
 
 STATE_FILE = 'mdevs.json'
@@ -67,26 +68,34 @@ class EmulatedBackend(mdev.MdevBackend):
         for slot in initial:
             info = mdev.as_info(slot)
             seed[info.uuid] = info
+        with store_files.os_errors(self.state_dir, 'create the directory'):
+            os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
         with self._locked():
-            if not os.path.exists(self.path):
+            if not os.path.lexists(self.path):
                 self._save(seed)
 
     # -- file --------------------------------------------------------------
 
     @contextlib.contextmanager
     def _locked(self):
-        os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
-        fd = os.open(self.path + '.lock',
-                     os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # The directory is never created again here: one that vanished
+        # while the host is in use is an error, not a fresh start.
+        lock = self.path + '.lock'
+        with store_files.os_errors(lock, 'open the lock'):
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+                         | os.O_NOFOLLOW, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            with store_files.os_errors(lock, 'lock'):
+                fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
             os.close(fd)
 
     def _load(self):
         try:
-            with open(self.path) as f:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC
+                         | os.O_NOFOLLOW)
+            with os.fdopen(fd) as f:
                 doc = json.load(f)
         except FileNotFoundError:
             return {}           # removed behind our back: no mdevs
@@ -114,6 +123,10 @@ class EmulatedBackend(mdev.MdevBackend):
         doc = {'version': STATE_VERSION,
                'mdevs': {u: {'parent': i.parent, 'mdev_type': i.mdev_type}
                          for u, i in sorted(mdevs.items())}}
+        with store_files.os_errors(self.state_dir, 'write %s' % STATE_FILE):
+            self._write(doc)
+
+    def _write(self, doc):
         fd, tmp = tempfile.mkstemp(dir=self.state_dir, prefix='.mdevs.',
                                    suffix='.tmp')
         try:
