@@ -125,7 +125,12 @@ class SqliteStore(object):
         try:
             yield
         except (sqlite3.Error, OSError) as exc:
-            raise self._error('%s failed: %s' % (action, exc)) from exc
+            moved = (self._ident is not None
+                     and not files.same_file(self.path, self._ident))
+            raise self._error('%s failed: %s%s' % (
+                action, exc, ' (the state file was deleted or replaced '
+                'since this process opened it; nothing was committed)'
+                if moved else '')) from exc
 
     # -- opening -----------------------------------------------------------
 

@@ -33,7 +33,8 @@ RESULTS_ENV = 'NOVA_PCI_MDEV_RESULTS_DIR'
 MODE_ENV = 'NOVA_PCI_MDEV_HARDENING'
 FULL = 'full'
 #: Areas in the order the table shows them.
-AREAS = ('fuzz', 'paths', 'fault', 'crash', 'concurrency', 'lifecycle')
+AREAS = ('fuzz', 'paths', 'exits', 'config', 'capacity', 'state', 'fault',
+         'crash', 'concurrency', 'lifecycle', 'tracker')
 
 
 def is_full():

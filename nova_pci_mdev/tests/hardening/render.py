@@ -19,10 +19,17 @@ from nova_pci_mdev.tests.hardening import recorder
 TITLES = {
     'fuzz': 'Bad input: property-based fuzzing of every parser',
     'paths': 'Names that reach the filesystem or libvirt',
+    'exits': 'Bad paths, files and host descriptions: our error and exit '
+             'code, never a traceback',
+    'config': 'check-config: device-level mistakes of a nova.conf',
+    'capacity': 'Creatable capacity and what is free where',
+    'state': 'The state directory: lost, replaced, foreign, shared, '
+             'read-only',
     'fault': 'Injected faults (fake libvirt, sysfs)',
     'crash': 'Processes killed (SIGKILL) and restarted',
     'concurrency': 'Concurrent processes on one state directory',
     'lifecycle': 'Host lifecycle with allocated instances',
+    'tracker': 'The tracker\'s rules over random claim and free sequences',
 }
 COMMAND = 'tox -e hardening'
 RUN_COMMAND = 'python -m nova_pci_mdev.tests.hardening.run'
