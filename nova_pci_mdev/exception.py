@@ -159,6 +159,14 @@ class PciDeviceRequestFailed(RequestNotSatisfiable):
     msg_fmt = 'PCI device request failed: %(reason)s'
 
 
+class LiveMigrationRefused(RequestNotSatisfiable):
+    """A live move these two hosts (or these devices) cannot do: too old
+    a libvirt or QEMU, a device that is not live-migratable, no device of
+    the same type on the destination."""
+
+    msg_fmt = 'Cannot live-migrate %(what)s: %(reason)s'
+
+
 # -- host, mdevs, state and Placement (the CLI exits 3) -----------------------
 
 class HypervisorError(NovaPciMdevException):

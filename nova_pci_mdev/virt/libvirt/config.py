@@ -116,8 +116,12 @@ class LibvirtConfigGuestHostdevMDEV(LibvirtConfigObject):
         for attr in ('display', 'ramfb'):
             if getattr(self, attr) is not None:
                 el.set(attr, _on_off(getattr(self, attr)))
-        _sub(_sub(el, 'source'), 'address', uuid=self.uuid)
+        _sub(_sub(el, 'source'), 'address', **self.source_address())
         return el
+
+    def source_address(self):
+        """The attributes of ``<source><address>``: the host device."""
+        return {'uuid': self.uuid}
 
     @classmethod
     def parse_dom(cls, el):
@@ -143,16 +147,20 @@ class LibvirtConfigGuestHostdevPCI(LibvirtConfigObject):
     managed: bool = True
 
     def format_dom(self):
+        attrs = self.source_address()
+        el = ElementTree.Element('hostdev', mode='subsystem', type='pci',
+                                 managed='yes' if self.managed else 'no')
+        _sub(_sub(el, 'source'), 'address', **attrs)
+        return el
+
+    def source_address(self):
+        """The attributes of ``<source><address>``: the host function."""
         match = names.PCI_ADDRESS_RE.match(self.address or '')
         if not match:
             raise exception.InvalidPciAddress(
                 value=self.address, rule='a PCI hostdev needs dddd:bb:ss.f')
-        el = ElementTree.Element('hostdev', mode='subsystem', type='pci',
-                                 managed='yes' if self.managed else 'no')
-        attrs = {part: fmt % int(match.group(part), 16)
-                 for part, _limit, fmt in _PCI_PARTS}
-        _sub(_sub(el, 'source'), 'address', **attrs)
-        return el
+        return {part: fmt % int(match.group(part), 16)
+                for part, _limit, fmt in _PCI_PARTS}
 
     @classmethod
     def parse_dom(cls, el):

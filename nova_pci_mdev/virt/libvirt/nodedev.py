@@ -70,7 +70,7 @@ _REFUSE_ENTITY = _refuse('an ENTITY declaration')
 _REFUSE_EXTERNAL = _refuse('an external entity reference')
 
 
-def parse_xml(text, on_error):
+def parse_xml(text, on_error, keep_comments=False):
     """Parse ``text`` into an ``Element`` without any entity expansion.
 
     A DOCTYPE, an entity declaration or an external entity reference is
@@ -78,15 +78,19 @@ def parse_xml(text, on_error):
     (instead of only not expanding it) closes the "billion laughs" and
     external entity holes with the standard library alone. Only the five
     predefined XML entities and character references are decoded.
-    ``on_error(reason)`` must return the exception to raise.
+    ``on_error(reason)`` must return the exception to raise. With
+    ``keep_comments`` the comments inside the root element stay in the
+    tree (``ElementTree.Comment`` nodes).
     """
     if text is None or (isinstance(text, (str, bytes)) and not text.strip()):
         raise on_error('empty XML document')
     if not isinstance(text, (str, bytes)):
         raise on_error('expected an XML string, got %s' %
                        type(text).__name__)
-    builder = ElementTree.TreeBuilder()
+    builder = ElementTree.TreeBuilder(insert_comments=keep_comments)
     parser = expat.ParserCreate()
+    if keep_comments:
+        parser.CommentHandler = builder.comment
     parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
     parser.StartDoctypeDeclHandler = _REFUSE_DOCTYPE
     parser.EntityDeclHandler = _REFUSE_ENTITY
