@@ -33,6 +33,7 @@ import dataclasses
 import uuid as uuid_lib
 
 from nova_pci_mdev import exception
+from nova_pci_mdev import live_move
 from nova_pci_mdev import names
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import pci_device as objects_pci
@@ -47,9 +48,6 @@ Status = fields.PciDeviceStatus
 
 ROOT_NAMESPACE = uuid_lib.uuid5(uuid_lib.NAMESPACE_DNS,
                                 'compute-nodes.nova-pci-mdev')
-#: Store key of the instance records.
-PATH_ALIAS = 'alias'
-PATH_PLACEMENT = 'placement'
 
 
 class _UsableDevices(object):
@@ -111,6 +109,16 @@ class ClaimResult:
     def devices_xml(self):
         """The guest's ``<devices>`` element with one hostdev per device."""
         return vconfig.devices_xml(self.hostdevs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """Devices a claim took in the tracker (alias path first, then the
+    Placement path's slots), the NUMA cells and the allocations."""
+
+    devices: tuple
+    cells: tuple | None
+    allocations: dict
 
 
 class _DryRun(Exception):
@@ -239,44 +247,62 @@ class ComputeHost(object):
         :param dry_run: compute everything, create and save nothing.
         """
         instance_uuid = names.normalize_uuid(instance_uuid, 'instance UUID')
+        return self._unit(dry_run, lambda s: self.realise_devices(
+            s, instance_uuid, flavor, self.choose_devices(
+                s, instance_uuid, flavor, allocations), dry_run))
+
+    def _unit(self, dry_run, work):
+        """``work(session)`` in one session, rolled back if ``dry_run``."""
         result = None
         try:
             with self.session() as s:
-                result = self._claim(s, instance_uuid, flavor, allocations,
-                                     dry_run)
+                result = work(s)
                 if dry_run:
                     raise _DryRun()
         except _DryRun:
             pass
         return result
 
-    def _claim(self, s, instance_uuid, flavor, allocations, dry_run):
-        if instance_uuid in s.instances or s.tracker.devices_of(
-                instance_uuid):
+    def choose_devices(self, s, consumer, flavor, allocations,
+                       parents=None):
+        """First half of a claim: fit the NUMA cells, claim the devices in
+        the tracker (alias path first, then Placement's slots); nothing
+        exists or is recorded yet. ``parents(parent device)`` limits the
+        providers a local Placement choice may use. Returns a
+        :class:`Choice`."""
+        if consumer in s.instances or s.tracker.devices_of(consumer):
             raise exception.InvalidValue(
-                field='instance', value=instance_uuid,
+                field='instance', value=consumer,
                 rule='already holds devices on this host; release it first')
         cells = numa_fit.fit_instance(self.topology, flavor.numa_nodes,
                                       flavor.pci_requests, s.tracker.stats)
         devices = list(s.tracker.claim_instance(
-            instance_uuid, flavor.pci_requests, cells))
+            consumer, flavor.pci_requests, cells))
         if flavor.resource_groups:
             tree = self._tree(s)
             if allocations is None:
                 allocations = allocation.local_allocations(
-                    tree, s.tracker, flavor.resource_groups, cells)
-            devices.extend(self._claim_allocations(
-                s, tree, instance_uuid, allocations))
-        else:
-            allocations = {}
+                    allocation.only_parents(tree, s.tracker, parents),
+                    s.tracker, flavor.resource_groups, cells)
+            devices.extend(s.tracker.claim_devices(
+                consumer, allocation.slots_for(
+                    tree, s.tracker, allocations, self.root_uuid),
+                request_id=None))
+        return Choice(tuple(devices), cells, allocations or {})
+
+    def realise_devices(self, s, consumer, flavor, choice, dry_run,
+                        extra=None):
+        """Second half: create the slots' mdevs (all or nothing), clear
+        parents passed through whole, allocate, and record ``consumer``
+        (its record gets ``extra``'s keys too). Returns a ClaimResult."""
+        devices, cells = choice.devices, choice.cells
         slots = [_slot(d) for d in devices if d.dev_type == DevType.MDEV_VF]
         hostdevs = tuple(hostdev_for(d) for d in devices)
         # A parent passed through whole cannot keep mdevs (the device is
         # handed to the guest): its free ones are removed, and recreated if
         # the claim fails.
         whole = [d.address for d in devices if d.dev_type == DevType.MDEV_PF]
-        created = ()
-        removed = ()
+        created = removed = ()
         if devices and not dry_run:
             # All or nothing: ensure() removes what it created when one
             # creation fails; the transaction then rolls the claim back.
@@ -286,52 +312,45 @@ class ComputeHost(object):
                     removed = tuple(self.mdevs.clear_parents(whole, [
                         d.address for held_by in s.tracker.instances()
                         for d in s.tracker.devices_of(held_by)]))
-                s.tracker.allocate_instance(instance_uuid)
-                s.tx.save_instance(instance_uuid, {
-                    'numa_cells': [c.id for c in cells] if cells else None,
-                    'allocations': allocations,
-                    'devices': [d.address for d in devices],
-                    'pci_requests': [r.alias_name
-                                     for r in flavor.pci_requests],
-                })
+                s.tracker.allocate_instance(consumer)
+                s.tx.save_instance(consumer, dict(
+                    extra or {},
+                    numa_cells=[c.id for c in cells] if cells else None,
+                    allocations=choice.allocations,
+                    devices=[d.address for d in devices],
+                    pci_requests=[r.alias_name for r in flavor.pci_requests]))
             except Exception:
                 for uuid in created:
                     self.mdevs.remove_unassigned(uuid, ())
                 self.mdevs.restore(removed)
                 raise
         return ClaimResult(
-            instance_uuid=instance_uuid, devices=tuple(devices),
+            instance_uuid=consumer, devices=tuple(devices),
             numa_cells=tuple(c.id for c in cells) if cells else None,
-            allocations=allocations, hostdevs=hostdevs,
+            allocations=choice.allocations, hostdevs=hostdevs,
             created_mdevs=created,
             removed_mdevs=tuple(info.uuid for info in removed),
             dry_run=dry_run)
 
-    def _claim_allocations(self, s, tree, instance_uuid, allocations):
-        """Slots for Placement allocations on our child providers."""
-        by_uuid = {p.uuid: p for p in tree.children}
-        addresses = []
-        for prov_uuid, resources in sorted(allocations.items()):
-            prov = by_uuid.get(prov_uuid)
-            if prov is None:
-                if prov_uuid == self.root_uuid:
-                    continue     # VCPU, MEMORY_MB...: not ours to claim
-                raise exception.InvalidValue(
-                    field='allocation provider', value=prov_uuid,
-                    rule='is not a provider of compute node %s'
-                         % self.nodename)
-            parent = s.tracker.devices[prov.device_address]
-            amount = sum(resources.get(rc, 0) for rc in prov.inventories)
-            free = allocation.free_slots(s.tracker, parent)
-            if len(free) < amount:
-                raise exception.RequestNotSatisfiable(
-                    reason='provider %s (%s): %d free slot(s) of %s, %d '
-                           'allocated by Placement' % (
-                               prov.name, parent.address, len(free),
-                               parent.mdev_type, amount))
-            addresses.extend(slot.address for slot in free[:amount])
-        return s.tracker.claim_devices(instance_uuid, addresses,
-                                       request_id=None)
+    # -- live moves (see nova_pci_mdev.live_move) ---------------------------
+
+    def live_move_source(self, instance_uuid):
+        """The source side of a live move: a checked
+        :class:`~.live_move.MoveSource` for the destination."""
+        instance_uuid = names.normalize_uuid(instance_uuid, 'instance UUID')
+        with self.session() as s:
+            return live_move.describe(self, s, instance_uuid)
+
+    def claim_live_move(self, migration_uuid, source, flavor,
+                        allocations=None, dry_run=False):
+        """The destination side: claim (for ``migration_uuid``) and create
+        what replaces ``source``'s devices; a :class:`~.live_move.
+        LiveMoveClaim`. A refusal changes nothing. Then ``confirm_move``
+        or ``release``, as for a cold move."""
+        migration_uuid = names.normalize_uuid(migration_uuid,
+                                              'migration UUID')
+        return self._unit(dry_run, lambda s: live_move.claim(
+            self, s, migration_uuid, source, flavor, allocations, dry_run))
 
     def confirm_move(self, migration_uuid, instance_uuid):
         """The devices claimed for a move become the instance's.
@@ -360,7 +379,9 @@ class ComputeHost(object):
             moved = s.tracker.transfer(migration_uuid, instance_uuid)
             if record is not None:
                 s.tx.delete_instance(migration_uuid)
-                s.tx.save_instance(instance_uuid, dict(record))
+                s.tx.save_instance(instance_uuid, {
+                    k: v for k, v in record.items()
+                    if k != live_move.RECORD_KEY})
             return moved
 
     def release(self, instance_uuid):

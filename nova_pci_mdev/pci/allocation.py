@@ -9,6 +9,8 @@ host's provider tree with enough free slots.
 Pure: it reads the tracker and the provider tree and changes neither.
 """
 
+import dataclasses
+
 from nova_pci_mdev import exception
 from nova_pci_mdev.objects import fields
 
@@ -63,3 +65,44 @@ def local_allocations(tree, tracker, resource_groups, numa_cells=None):
             result.setdefault(prov.uuid, {})
             result[prov.uuid][rc] = result[prov.uuid].get(rc, 0) + amount
     return result
+
+
+def only_parents(tree, tracker, keep):
+    """``tree`` without the child providers whose parent device
+    ``keep(parent)`` rejects (all of them kept when ``keep`` is None)."""
+    if keep is None:
+        return tree
+    devices = tracker.devices
+    return dataclasses.replace(tree, children=tuple(
+        p for p in tree.children
+        if p.device_address in devices and keep(devices[p.device_address])))
+
+
+def slots_for(tree, tracker, allocations, root_uuid):
+    """Addresses of the free slots that serve ``allocations`` (``{provider
+    uuid: {rc: amount}}``): on each of the tree's child providers, that
+    many of :func:`free_slots` of its parent. The root's resources (VCPU,
+    MEMORY_MB...) are not ours; any other provider is refused
+    (InvalidValue), as is a provider short of free slots
+    (RequestNotSatisfiable)."""
+    by_uuid = {p.uuid: p for p in tree.children}
+    addresses = []
+    for prov_uuid, resources in sorted(allocations.items()):
+        prov = by_uuid.get(prov_uuid)
+        if prov is None:
+            if prov_uuid == root_uuid:
+                continue
+            raise exception.InvalidValue(
+                field='allocation provider', value=prov_uuid,
+                rule='is not a provider of compute node %s' % tree.root.name)
+        parent = tracker.devices[prov.device_address]
+        amount = sum(resources.get(rc, 0) for rc in prov.inventories)
+        free = free_slots(tracker, parent)
+        if len(free) < amount:
+            raise exception.RequestNotSatisfiable(
+                reason='provider %s (%s): %d free slot(s) of %s, %d '
+                       'allocated by Placement' % (
+                           prov.name, parent.address, len(free),
+                           parent.mdev_type, amount))
+        addresses.extend(slot.address for slot in free[:amount])
+    return addresses

@@ -13,14 +13,15 @@ Status = fields.PciDeviceStatus
 
 
 class CloudTestCase(testtools.TestCase):
-    """A :class:`~.cloud.Cloud` on :data:`worlds.NOVA_CONF` per test."""
+    """A :class:`~.cloud.Cloud` on :attr:`nova_conf` per test."""
 
     placement = False
+    nova_conf = worlds.NOVA_CONF
 
     def setUp(self):
         super().setUp()
         self.cloud = self.useFixture(cloud_mod.Cloud(
-            worlds.NOVA_CONF, placement=self.placement))
+            self.nova_conf, placement=self.placement))
 
     def verify(self):
         """Every invariant of :mod:`.checks` on every host that is up."""
@@ -44,10 +45,13 @@ class ScenarioTestCase(CloudTestCase):
     testscenarios and two hosts of :func:`worlds.two_hosts`."""
 
     kind = worlds.MDEV
+    #: Extra FakeHost arguments of the two hosts (e.g. versions).
+    host_args = {}
 
     def setUp(self):
         super().setUp()
-        self.host1, self.host2 = worlds.two_hosts(self.cloud, self.kind)
+        self.host1, self.host2 = worlds.two_hosts(self.cloud, self.kind,
+                                                  **self.host_args)
 
     # -- assertions on one host ---------------------------------------------
 

@@ -24,8 +24,17 @@ compute host that is up:
    parent held through the Placement path, and ``total - reserved - used``
    equals the parent's free slots: nothing is double-booked across the
    tracker and Placement.
+
+Across the hosts that are up (:func:`cross_host_problems`; once 1. holds
+on every host, ``cloud.held`` is what the trackers hold):
+
+7. **one holder**: no mdev slot UUID is held on two hosts, and a consumer
+   (instance or migration) holds devices on one host at most;
+8. **moves**: an instance's devices are held on its host, and while it
+   moves also under the migration's UUID on the destination, nowhere else.
 """
 
+from nova_pci_mdev import names
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.tests.functional import harness
 
@@ -182,12 +191,47 @@ def _show(held):
     return {c: sorted(a) for c, a in sorted(held.items())}
 
 
+def cross_host_problems(cloud):
+    out = []
+    up = [name for name, sim in sorted(cloud.hosts.items()) if sim.up]
+    where = {}
+    slots = {}
+    for name in up:
+        for consumer, addresses in cloud.held[name].items():
+            if addresses:
+                where.setdefault(consumer, []).append(name)
+            for address in addresses:
+                if not names.is_pci_address(address):
+                    slots.setdefault(address, []).append((name, consumer))
+    for slot, holders in sorted(slots.items()):
+        if len(holders) > 1:
+            out.append('mdev slot %s is held on several hosts: %s'
+                       % (slot, holders))
+    for consumer, hosts in sorted(where.items()):
+        if len(hosts) > 1:
+            out.append('%s holds devices on several hosts: %s'
+                       % (consumer, hosts))
+    for inst in cloud.instances.values():
+        allowed = {(inst.host, inst.uuid)}
+        if inst.migration is not None:
+            allowed.add((inst.migration.dest, inst.migration.uuid))
+        for consumer in [c for c in (inst.uuid, getattr(
+                inst.migration, 'uuid', None)) if c in where]:
+            for name in where[consumer]:
+                if (name, consumer) not in allowed:
+                    out.append('%s of instance %s holds devices on %s, '
+                               'expected only %s' % (
+                                   consumer, inst.uuid, name,
+                                   sorted(allowed)))
+    return out
+
+
 def problems(cloud):
     out = []
     for name, sim in sorted(cloud.hosts.items()):
         if sim.up:
             out.extend(host_problems(cloud, sim))
-    return out
+    return out + cross_host_problems(cloud)
 
 
 def verify(cloud):

@@ -38,12 +38,14 @@ USER = scheduler.USER
 NoValidHost = scheduler.NoValidHost
 ACTIVE = 'ACTIVE'
 VERIFY_RESIZE = 'VERIFY_RESIZE'
+MIGRATING = 'MIGRATING'
+LIVE_MIGRATION = 'live-migration'
 
 
 @dataclasses.dataclass
 class Migration:
     uuid: str
-    kind: str                 # 'resize' | 'migration'
+    kind: str                 # 'resize' | 'migration' | 'live-migration'
     source: str
     dest: str
     specs: dict
@@ -112,15 +114,24 @@ class Cloud(fixtures.Fixture):
 
     # -- hosts -------------------------------------------------------------
 
-    def add_host(self, fake, hypervisor=harness.FAKE):
-        """Start the compute host ``fake`` describes; it reports once."""
+    def add_host(self, fake, hypervisor=harness.FAKE, nova_conf=None):
+        """Start the compute host ``fake`` describes; it reports once.
+
+        ``nova_conf``: the host's own nova.conf text (default: the
+        cloud's), e.g. a device_spec that differs from the other hosts'.
+        """
         name = fake.hostname
         if name in self.hosts:
             raise ValueError('host %s added twice' % name)
         state_dir = os.path.join(self.base, 'hosts', name)
         os.makedirs(state_dir)
-        sim = harness.SimHost(name, fake, self.settings, state_dir,
-                              hypervisor)
+        settings = self.settings
+        if nova_conf is not None:
+            path = os.path.join(state_dir, 'nova.conf')
+            with open(path, 'w') as handle:
+                handle.write(nova_conf)
+            settings = conf_mod.load_settings(conf_mod.new_config([path]))
+        sim = harness.SimHost(name, fake, settings, state_dir, hypervisor)
         self.addCleanup(sim.stop)
         self.hosts[name] = sim
         self.held[name] = {}
@@ -172,8 +183,15 @@ class Cloud(fixtures.Fixture):
         return recreated
 
     def restart_service(self, name):
+        """Restart a compute service. Like Nova's init_host, a source that
+        finds an instance of its own in a live migration aborts the
+        migration: the destination frees its claim, the instance stays."""
         sim = self.hosts[name]
         sim.restart_service()
+        for inst in sorted(self.instances.values(), key=lambda i: i.uuid):
+            if (inst.host == name and inst.migration is not None and
+                    inst.migration.kind == LIVE_MIGRATION):
+                self.abort_live_migration(inst)
         self.report(sim)
         return sim
 
@@ -230,7 +248,7 @@ class Cloud(fixtures.Fixture):
 
     def delete(self, inst):
         if inst.migration is not None:
-            self.revert_resize(inst)
+            self._roll_back(inst, inst.migration.kind)
         sim = self.hosts[inst.host]
         sim.compute.release(inst.uuid)
         sim.undefine_domain(inst.name)
@@ -270,8 +288,75 @@ class Cloud(fixtures.Fixture):
         self.report(sim)
         return mig
 
+    def live_migrate(self, inst, host=None):
+        """Start a live migration of ``inst``; returns its Migration.
+
+        The source describes the instance's devices
+        (``ComputeHost.live_move_source``), the scheduler picks a
+        destination that claims them for the migration
+        (``claim_live_move``, a refusal reschedules), the source's domain
+        XML is rewritten for the destination's devices, validated by the
+        real libvirt and defined there. The instance then runs on both
+        hosts until :meth:`complete_live_migration` or
+        :meth:`abort_live_migration`.
+        """
+        if inst.status != ACTIVE:
+            raise ValueError('instance %s is %s' % (inst.uuid, inst.status))
+        src = self.hosts[inst.host]
+        source = src.compute.live_move_source(inst.uuid)
+        mig = Migration(uuid=str(uuid_lib.uuid4()), kind=LIVE_MIGRATION,
+                        source=inst.host, dest=None, specs=dict(inst.specs),
+                        flavor=inst.flavor)
+
+        def claim(compute, consumer, flavor, allocations):
+            return compute.claim_live_move(consumer, source, flavor,
+                                           allocations=allocations)
+
+        sim, moved = self.scheduler.schedule(
+            mig.uuid, 'live migration %s of instance %s' % (mig.uuid,
+                                                            inst.uuid),
+            inst.flavor, exclude=(inst.host,), force=host, claim=claim)
+        xml = moved.destination_xml(src.domain_xml(inst.name) or
+                                    inst.guest.to_xml())
+        guest = vconfig.LibvirtConfigGuest.parse_str(xml)
+        try:
+            self.validator.validate(guest)
+        except harness.GuestXMLInvalid:
+            sim.compute.release(mig.uuid)
+            if self.client is not None and moved.claim.allocations:
+                self.client.delete_allocations(mig.uuid)
+            self.report(sim)
+            raise
+        sim.define_domain(xml)
+        self.domains[sim.name][inst.uuid] = guest
+        self.held[sim.name][mig.uuid] = tuple(d.address
+                                              for d in moved.devices)
+        mig.dest, mig.guest, mig.devices = sim.name, guest, tuple(
+            d.address for d in moved.devices)
+        mig.allocations = moved.claim.allocations
+        mig.numa_cells = moved.claim.numa_cells
+        inst.migration, inst.status = mig, MIGRATING
+        self.report(sim)
+        return mig
+
+    def complete_live_migration(self, inst):
+        """The guest runs on the destination: the source frees, the
+        migration's claim becomes the instance's (a confirmed move)."""
+        self._finish(inst, LIVE_MIGRATION)
+
+    def abort_live_migration(self, inst):
+        """Abort (or fail) a live migration: the destination frees its
+        claim and its incoming guest; the source is not contacted."""
+        self._roll_back(inst, LIVE_MIGRATION)
+
     def confirm_resize(self, inst):
+        self._finish(inst, 'resize', 'migration')
+
+    def _finish(self, inst, *kinds):
         mig = inst.migration
+        if mig is None or mig.kind not in kinds:
+            raise ValueError('instance %s has no %s in progress'
+                             % (inst.uuid, ' or '.join(kinds)))
         src, dst = self.hosts[mig.source], self.hosts[mig.dest]
         src.compute.release(inst.uuid)
         self.held[src.name].pop(inst.uuid, None)
@@ -294,7 +379,13 @@ class Cloud(fixtures.Fixture):
             self.report(dst)
 
     def revert_resize(self, inst):
+        self._roll_back(inst, 'resize', 'migration')
+
+    def _roll_back(self, inst, *kinds):
         mig = inst.migration
+        if mig is None or mig.kind not in kinds:
+            raise ValueError('instance %s has no %s in progress'
+                             % (inst.uuid, ' or '.join(kinds)))
         src, dst = self.hosts[mig.source], self.hosts[mig.dest]
         dst.compute.release(mig.uuid)
         self.held[dst.name].pop(mig.uuid, None)

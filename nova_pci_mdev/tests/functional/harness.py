@@ -317,6 +317,13 @@ class SimHost(object):
         if self.keeps_domains:
             self.compute.host.connection.defineXMLFlags(xml)
 
+    def domain_xml(self, name):
+        """The XML libvirt gives for domain ``name`` (None when the host
+        does not keep domains)."""
+        if not self.keeps_domains:
+            return None
+        return self.compute.host.connection.lookupByName(name).XMLDesc(0)
+
     def undefine_domain(self, name):
         if self.keeps_domains and name in self.fake.domains:
             self.compute.host.connection.lookupByName(name).undefine()

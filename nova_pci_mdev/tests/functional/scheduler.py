@@ -78,12 +78,15 @@ class Scheduler(object):
         self.cloud = cloud
 
     def schedule(self, consumer, what, flavor, exclude=(), force=None,
-                 merge=False):
+                 merge=False, claim=None):
         """Pick a host and claim there; returns ``(SimHost, ClaimResult)``.
 
         ``exclude``: host names not to consider; ``force``: the only host
         to consider (even if excluded); ``merge``: add the allocation to
-        the consumer's existing ones (an evacuation keeps its source part).
+        the consumer's existing ones (an evacuation keeps its source part);
+        ``claim(compute, consumer, flavor, allocations)``: how the host
+        claims (``ComputeHost.claim`` by default; a live migration claims
+        with ``claim_live_move``), its result is returned.
         """
         hosts = self.cloud.hosts
         reasons = {}
@@ -102,7 +105,7 @@ class Scheduler(object):
                 continue
             try:
                 result = self._claim_on(hosts[name], consumer, flavor, areq,
-                                        merge)
+                                        merge, claim)
             except RESCHEDULE as exc:
                 reasons[name] = 'claim failed: %s' % exc
                 continue
@@ -142,7 +145,7 @@ class Scheduler(object):
             return 'filtered out: %s' % exc
         return None
 
-    def _claim_on(self, sim, consumer, flavor, areq, merge):
+    def _claim_on(self, sim, consumer, flavor, areq, merge, claim=None):
         client = self.cloud.client
         before = None
         allocations = None
@@ -154,6 +157,8 @@ class Scheduler(object):
             else:
                 client.claim(consumer, areq, PROJECT, USER)
         try:
+            if claim is not None:
+                return claim(sim.compute, consumer, flavor, allocations)
             return sim.compute.claim(consumer, flavor,
                                      allocations=allocations)
         except Exception:

@@ -94,7 +94,7 @@ PARENT_0 = '0000:81:00.0'
 PARENT_1 = '0000:82:00.0'
 
 
-def two_hosts(cloud, kind, children=2):
+def two_hosts(cloud, kind, children=2, **fake_args):
     """Two identical hosts, one family per NUMA cell::
 
         host1                                 host2
@@ -108,11 +108,12 @@ def two_hosts(cloud, kind, children=2):
         P = parent (X710 PF, or T4 GPU), C = child (VF, or nvidia-35 slot);
         ``children`` per parent (2 by default).
 
+    ``fake_args`` go to both FakeHosts (e.g. libvirt and QEMU versions).
     Returns the hosts (SimHost) in name order.
     """
     hosts = []
     for name in ('host1', 'host2'):
-        host = fake.FakeHost(name, cells=2)
+        host = fake.FakeHost(name, cells=2, **fake_args)
         kind.add_family(host, PARENT_0, 0, children)
         kind.add_family(host, PARENT_1, 1, children)
         hosts.append(cloud.add_host(host, kind.hypervisor))
@@ -211,3 +212,52 @@ def gpu_pair(cloud):
         _mlx(host, 1, 2)
         hosts.append(cloud.add_host(host))
     return hosts
+
+
+# -- live migration ------------------------------------------------------------
+
+#: libvirt 10.0.0 and QEMU 8.2.2: new enough to live-migrate mdevs (8.6.0 /
+#: 8.1.0) and PCI devices with vfio-pci variant drivers (10.0.0 / 8.2.2).
+LIVE_VERSIONS = {'lib_version': 10000000, 'hv_version': 8002002}
+#: :data:`NOVA_CONF` with the X710 VFs marked live-migratable, and the
+#: ``vgpu`` alias ORing nvidia-36 (enabled too): a guest booted with an
+#: nvidia-35 vGPU must keep nvidia-35 when it moves, although the alias
+#: would accept an nvidia-36 slot at boot.
+LIVE_NOVA_CONF = NOVA_CONF.replace(
+    'device_spec = {"vendor_id": "8086", "product_id": "154c"}',
+    'device_spec = {"vendor_id": "8086", "product_id": "154c", '
+    '"live_migratable": true}').replace(
+    'alias = {"name": "gpu",',
+    'alias = {"name": "vgpu", "vendor_id": "10de", "mdev_type": '
+    '"nvidia-36"}\nalias = {"name": "gpu",').replace(
+    'enabled_mdev_types = nvidia-35,', 'enabled_mdev_types = nvidia-35, '
+    'nvidia-36,')
+#: The kinds the live-migration scenarios run for.
+LIVE_KINDS = (VF, MDEV)
+LIVE_SCENARIOS = [(k.name, {'kind': k}) for k in LIVE_KINDS]
+
+
+def live_pair(cloud, kind, children=2):
+    """:func:`two_hosts` on :data:`LIVE_VERSIONS` (the cloud should run
+    :data:`LIVE_NOVA_CONF`)."""
+    return two_hosts(cloud, kind, children, **LIVE_VERSIONS)
+
+
+def host_without_live_type(cloud, kind, name='host3', children=2):
+    """A third host, like host1, whose children cannot take the kind's
+    live moves::
+
+        vf:   the same X710 PF + VFs on cells 0 and 1, but this host's
+              device_spec does not mark them live_migratable (NOVA_CONF)
+        mdev: T4 GPUs on cells 0 and 1 that expose nvidia-36 only, so
+              there is no nvidia-35 slot
+    """
+    host = fake.FakeHost(name, cells=2, **LIVE_VERSIONS)
+    if kind.is_mdev:
+        for address, node in ((PARENT_0, 0), (PARENT_1, 1)):
+            host.add_mdev_parent(address, numa_node=node,
+                                 types={'nvidia-36': children})
+        return cloud.add_host(host, kind.hypervisor)
+    kind.add_family(host, PARENT_0, 0, children)
+    kind.add_family(host, PARENT_1, 1, children)
+    return cloud.add_host(host, kind.hypervisor, nova_conf=NOVA_CONF)

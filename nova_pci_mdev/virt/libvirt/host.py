@@ -259,6 +259,16 @@ class Host:
         micro)."""
         return self._call('connection', 'getLibVersion')
 
+    @property
+    def hypervisor_type(self):
+        """The hypervisor libvirt drives: ``QEMU``, ``TEST``..."""
+        return self._call('connection', 'getType')
+
+    @property
+    def hypervisor_version(self):
+        """The hypervisor's version, encoded as :attr:`lib_version`."""
+        return self._call('connection', 'getVersion')
+
     def has_min_version(self, major, minor=0, micro=0):
         return self.lib_version >= major * 1000000 + minor * 1000 + micro
 

@@ -42,6 +42,8 @@ ALIASES = pci_request.AliasTable.from_config([
                 'mdev_type': 'nvidia-35'}),
     json.dumps({'name': 'vf', 'vendor_id': '8086', 'product_id': '154c',
                 'device_type': 'type-VF'}),
+    json.dumps({'name': 'anyvgpu', 'vendor_id': '10de',
+                'device_type': 'mdev-vf'}),
 ])
 TOPOLOGY = numa.HostTopology(cells=(numa.HostCell(id=0, socket=0),
                                     numa.HostCell(id=1, socket=1)))
@@ -141,6 +143,17 @@ class PinnedRequestsTest(testtools.TestCase):
                           '0000:82:02.0': '0000:83:02.0'}, mapping)
         self.assertEqual([reqs[0].request_id] * 2 + [reqs[1].request_id],
                          [d.request_id for d in got])
+
+    def test_an_alias_of_any_type_is_pinned_to_the_source_type(self):
+        src, dst = source_host(), destination_host()
+        sources = boot(src, 'anyvgpu:1')
+        pinned, groups = live_move.destination_requests(
+            requests('anyvgpu:1'), sources)
+        self.assertEqual([[{'vendor_id': '10de', 'dev_type': 'mdev-vf',
+                            'mdev_type': 'nvidia-35'}]],
+                         [p.spec for p in pinned])
+        got = dst.claim_instance(MIG, pinned)
+        self.assertEqual({S1: D35[0]}, live_move.pair(groups, got, []))
 
     def test_no_slot_of_the_type_fails_in_the_pools(self):
         src = source_host()
