@@ -79,12 +79,13 @@ def build_compute_host(args, settings):
                 for name in state_dir_mod.EMULATED_FILES])
     try:
         if sidecar is not None:
-            host = emulated.EmulatedHost(conn, args.state_dir, sidecar)
+            host = emulated.EmulatedHost(conn, args.state_dir, sidecar,
+                                         libvirt=host.libvirt)
             backend = host.backend
         elif host.has_min_version(7, 3):
             from nova_pci_mdev.virt.libvirt import mdev_libvirt
             backend = mdev_libvirt.LibvirtNodeDeviceBackend(
-                conn, current=host.live_connection)
+                conn, libvirt=host.libvirt, current=host.live_connection)
         else:
             from nova_pci_mdev.virt.libvirt import mdev_sysfs
             backend = mdev_sysfs.SysfsBackend('/')

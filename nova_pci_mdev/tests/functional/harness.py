@@ -232,7 +232,8 @@ class SimHost(object):
         """Start the compute service: a new ComputeHost on the same state."""
         if self.hypervisor == FAKE:
             self._conn = self.fake.connect()
-            host = host_mod.Host(self._conn, nodename=self.name)
+            host = host_mod.Host(self._conn, nodename=self.name,
+                                 libvirt=self.fake.libvirt)
             backend = mdev_sysfs.SysfsBackend(self.tree.root,
                                               writer=self.udev.write)
         else:

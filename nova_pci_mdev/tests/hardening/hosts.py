@@ -153,11 +153,11 @@ def compute_on(fixture, writer=None, conn=None, libvirt_backend=False,
     """
     conn = conn if conn is not None else fixture.fake.connect()
     host = host_mod.Host(conn, nodename=fixture.hostname,
-                         reconnect=fixture.fake.connect)
+                         reconnect=fixture.fake.connect,
+                         libvirt=fixture.fake.libvirt)
     if libvirt_backend:
         backend = mdev_libvirt.LibvirtNodeDeviceBackend(
-            conn, error_types=fakelibvirt.libvirtError,
-            current=host.live_connection)
+            conn, libvirt=host.libvirt, current=host.live_connection)
     else:
         backend = mdev_sysfs.SysfsBackend(
             fixture.tree.root, writer=writer or fixture.kernel.write)

@@ -28,6 +28,7 @@ from nova_pci_mdev.virt.libvirt import mdev
 from nova_pci_mdev.virt.libvirt import mdev_emulated
 from nova_pci_mdev.virt.libvirt import mdev_libvirt
 from nova_pci_mdev.virt.libvirt import mdev_sysfs
+from nova_pci_mdev.virt.libvirt import nodenames
 from nova_pci_mdev.virt.libvirt import slots
 
 GOOD_UUID = '4b20d080-1b54-4048-85b3-a6a62d165c01'
@@ -368,7 +369,8 @@ class LibvirtBackendPathTest(recorder.HardeningTestCase):
                     .add_mdev_parent(PARENT, numa_node=0,
                                      types={'nvidia-35': 1000, 'a:b.c': 1000})
                     .add_virtual_parent('mtty', types={'mtty-1': 1000}))
-            backend = mdev_libvirt.LibvirtNodeDeviceBackend(fake.connect())
+            backend = mdev_libvirt.LibvirtNodeDeviceBackend(
+                fake.connect(), libvirt=fake.libvirt)
 
             @recorder.examples(150, 2000)
             @given(uuid_name, parent_name, type_name)
@@ -386,7 +388,7 @@ class LibvirtBackendPathTest(recorder.HardeningTestCase):
                                                 'nodeDeviceDefineXML')))
                     return
                 xml = mdev_libvirt.mdev_device_xml(
-                    info.uuid, mdev_libvirt.pci_node_name(info.parent)
+                    info.uuid, nodenames.pci_node_name(info.parent)
                     if names.is_pci_address(info.parent) else info.parent,
                     info.mdev_type)
                 back = vconfig.LibvirtConfigNodeDeviceMdev.parse_str(xml)

@@ -23,7 +23,7 @@ import re
 
 from nova_pci_mdev import exception
 from nova_pci_mdev import numa
-from nova_pci_mdev.virt.libvirt import nodedev
+from nova_pci_mdev.virt.libvirt import xmlsafe
 
 #: KiB per unit, for ``<memory unit=...>`` (libvirt's scaled integers).
 _UNITS_KIB = {
@@ -72,7 +72,7 @@ def _cell_socket(sockets):
 
 def parse_topology(capabilities_xml):
     """A :class:`numa.HostTopology` from ``virConnectGetCapabilities``."""
-    root = nodedev.parse_xml(capabilities_xml, _caps_error)
+    root = xmlsafe.parse_xml(capabilities_xml, _caps_error)
     if root.tag != 'capabilities':
         raise _caps_error('root element is <%s>, expected <capabilities>'
                           % root.tag)

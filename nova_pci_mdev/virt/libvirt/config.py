@@ -21,7 +21,7 @@ from xml.etree import ElementTree
 
 from nova_pci_mdev import exception
 from nova_pci_mdev import names
-from nova_pci_mdev.virt.libvirt import nodedev
+from nova_pci_mdev.virt.libvirt import xmlsafe
 
 _ON_OFF = {'on': True, 'off': False}
 #: ``<memory unit=...>`` multipliers to KiB (libvirt's binary units).
@@ -83,7 +83,7 @@ class LibvirtConfigObject:
 
     @classmethod
     def parse_str(cls, text):
-        el = nodedev.parse_xml(text, lambda reason: _error(cls.ROOT, reason))
+        el = xmlsafe.parse_xml(text, lambda reason: _error(cls.ROOT, reason))
         return cls.parse_dom(el)
 
     @classmethod
@@ -207,7 +207,7 @@ class LibvirtConfigGuestRawDevice(LibvirtConfigObject):
     xml: str
 
     def __post_init__(self):
-        self.xml = _compact(nodedev.parse_xml(
+        self.xml = _compact(xmlsafe.parse_xml(
             self.xml, lambda reason: _error('devices', reason)))
 
     def format_dom(self):

@@ -29,6 +29,7 @@ from nova_pci_mdev.virt.libvirt import capabilities
 from nova_pci_mdev.virt.libvirt import host as host_mod
 from nova_pci_mdev.virt.libvirt import mdev_emulated
 from nova_pci_mdev.virt.libvirt import nodedev
+from nova_pci_mdev.virt.libvirt import nodenames
 
 SIDECAR_SUFFIX = '_topology.json'
 
@@ -83,24 +84,24 @@ def load_sidecar(path):
                    extra_node_devices=tuple(extra))
 
 
-def _mdev_node_name(uuid, parent_name):
-    base = 'mdev_' + uuid.replace('-', '_')
-    return '%s_%s' % (base, parent_name) if parent_name else base
-
-
 class EmulatedHost(host_mod.Host):
     """A test-driver host whose mdevs live in ``<state_dir>/mdevs.json``."""
 
-    def __init__(self, conn, state_dir, sidecar=Sidecar(), nodename=None):
-        super().__init__(conn, nodename or sidecar.hostname)
+    def __init__(self, conn, state_dir, sidecar=Sidecar(), nodename=None,
+                 libvirt=None):
+        super().__init__(conn, nodename or sidecar.hostname,
+                         libvirt=libvirt)
         self.sidecar = sidecar
         self._extra = [d for d in (
             nodedev.parse_node_device(xml) for xml in
             sidecar.extra_node_devices) if d is not None]
         parents, file_mdevs = self._split(self._listed())
+        address_of = {name: dev.address for name, dev in parents.items()}
+        located = [(m, nodenames.parent_address(m, address_of))
+                   for m in file_mdevs]
         used = {}
-        for m in file_mdevs:
-            key = (self._parent_address(m, parents), m.mdev_type)
+        for m, parent in located:
+            key = (parent, m.mdev_type)
             used[key] = used.get(key, 0) + 1
         self._capacity = {}
         for dev in parents.values():
@@ -108,9 +109,8 @@ class EmulatedHost(host_mod.Host):
                 key = (dev.address, kind.id)
                 self._capacity[key] = (kind.available_instances
                                        + used.get(key, 0))
-        initial = [(m.uuid, self._parent_address(m, parents), m.mdev_type)
-                   for m in file_mdevs
-                   if self._parent_address(m, parents) is not None]
+        initial = [(m.uuid, parent, m.mdev_type) for m, parent in located
+                   if parent is not None]
         self.backend = mdev_emulated.EmulatedBackend(
             state_dir, self._capacity, initial=initial)
 
@@ -127,13 +127,6 @@ class EmulatedHost(host_mod.Host):
             elif getattr(dev, 'mdev_types', ()):
                 parents[dev.name] = dev
         return parents, mdevs
-
-    @staticmethod
-    def _parent_address(mdev, parents):
-        parent = parents.get(mdev.parent)
-        if parent is not None:
-            return parent.address
-        return mdev.parent_addr or nodedev.pci_address_from_name(mdev.parent)
 
     def devices(self, flags=None):
         """The host file's devices with the backend's mdevs (see module)."""
@@ -159,7 +152,7 @@ class EmulatedHost(host_mod.Host):
         for info in made.values():
             parent_name = name_of.get(info.parent)
             result.append(nodedev.Mdev(
-                name=_mdev_node_name(info.uuid, parent_name),
+                name=nodenames.mdev_node_name(info.uuid, parent_name),
                 uuid=info.uuid, mdev_type=info.mdev_type,
                 parent=parent_name, parent_addr=info.parent))
         return result

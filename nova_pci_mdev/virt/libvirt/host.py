@@ -1,11 +1,11 @@
 """Discovery on a libvirt host: devices, mdevs and NUMA topology.
 
-This is the only module of the project that imports ``libvirt``, and it
-does so lazily (:func:`_libvirt`): the connection is injected (real
-``qemu:///system``, the real ``test:///<file>`` driver, or a fake). What a
-connection must offer: ``listAllDevices(flags)`` (devices with ``name()``
-and ``XMLDesc(0)``), ``getCapabilities()``, ``getHostname()`` and
-``getLibVersion()``.
+The connection is injected (real ``qemu:///system``, the real
+``test:///<file>`` driver, or the tests' fake) together with the
+:class:`~.seam.Libvirt` it belongs to; this module does not import
+``libvirt`` (:mod:`.seam` does). What a connection must offer:
+``listAllDevices(flags)`` (devices with ``name()`` and ``XMLDesc(0)``),
+``getCapabilities()``, ``getHostname()`` and ``getLibVersion()``.
 
 Discovery (:meth:`Host.discover`) makes one ``listAllDevices`` call with
 the PCI_DEV, MDEV_TYPES and MDEV capability flags (a virtual parent such
@@ -14,7 +14,8 @@ as ``mtty`` appears only under MDEV_TYPES), parses every device once
 dict lookups only): linear in the number of devices and slots. The record
 format is described in :mod:`.records`.
 
-Libvirt errors are wrapped exactly once, in
+Libvirt errors are translated exactly once, by the seam
+(:meth:`.seam.Libvirt.translate`), into
 :class:`~nova_pci_mdev.exception.HypervisorError` naming the device (or
 ``connection``/``host capabilities``); project exceptions pass unchanged.
 
@@ -25,156 +26,28 @@ device handle of the dead connection fails, and the next connection-level
 call (the next operation) reopens it.
 """
 
-import contextlib
 import dataclasses
-import sys
 import typing
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.virt.libvirt import capabilities
 from nova_pci_mdev.virt.libvirt import nodedev
+from nova_pci_mdev.virt.libvirt import nodenames
 from nova_pci_mdev.virt.libvirt import records as records_mod
-
-#: libvirt's values of the listAllDevices flags we use (stable ABI); the
-#: real module's constants win when it is importable.
-_FLAG_FALLBACK = {
-    'VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV': 1 << 1,
-    'VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES': 1 << 13,
-    'VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV': 1 << 14,
-}
-
-_error_handler_installed = False
+from nova_pci_mdev.virt.libvirt import seam
 
 
-def _libvirt():
-    """The ``libvirt`` module, or None when libvirt-python is missing."""
-    try:
-        import libvirt
-    except ImportError:
-        return None
-    return libvirt
-
-
-def _install_error_handler(module):
-    """Silence libvirt's default stderr printing, once per process."""
-    global _error_handler_installed
-    if module is not None and not _error_handler_installed:
-        module.registerErrorHandler(lambda *args: None, None)
-        _error_handler_installed = True
-
-
-def _flag(name):
-    module = _libvirt()
-    return getattr(module, name, _FLAG_FALLBACK[name])
-
-
-def _is_libvirt_error(exc):
-    module = _libvirt()
-    if module is not None and isinstance(exc, module.libvirtError):
-        return True
-    # Doubles (the project's fake libvirt) raise their own class with the
-    # same accessor.
-    return callable(getattr(exc, 'get_error_code', None))
-
-
-def _is_active(dev):
-    """``dev.isActive()``; True when the driver cannot tell (libvirt < 7.3
-    lists active mdevs only; the 9.0 test driver lacks the call)."""
-    try:
-        return bool(dev.isActive())
-    except AttributeError:
-        return True
-    except Exception as exc:
-        if _is_libvirt_error(exc):
-            return True
-        raise
-
-
-def _wrapped(exc, device):
-    """The :class:`~nova_pci_mdev.exception.HypervisorError` for libvirt
-    error ``exc`` of a call about ``device``; None for any other exception
-    (project errors included), which the caller re-raises as it is."""
-    if (isinstance(exc, exception.NovaPciMdevException)
-            or not _is_libvirt_error(exc)):
-        return None
-    code = exc.get_error_code()
-    return exception.HypervisorError(
-        device=device, reason='%s (libvirt error code %s)' % (exc, code),
-        code=code)
-
-
-@contextlib.contextmanager
-def _hypervisor_call(device):
-    try:
-        yield
-    except Exception as exc:
-        wrapped = _wrapped(exc, device)
-        if wrapped is None:
-            raise
-        raise wrapped from exc
-
-
-def _describe(dev):
-    """``(name, XMLDesc(0))`` of a listed node device, libvirt errors
-    wrapped naming the device (a plain try: this runs once per device)."""
-    name = 'node device'
-    try:
-        name = dev.name()
-        return name, dev.XMLDesc(0)
-    except Exception as exc:
-        wrapped = _wrapped(exc, name)
-        if wrapped is None:
-            raise
-        raise wrapped from exc
-
-
-_MISSING = object()
-
-
-def _connection_lost(exc, conn):
-    """True when libvirt error ``exc`` means that ``conn`` is gone.
-
-    Codes are read from the module of the error's class (the real
-    ``libvirt`` or a fake with its own values): VIR_ERR_NO_CONNECT, or
-    VIR_ERR_SYSTEM_ERROR / VIR_ERR_INTERNAL_ERROR raised by the RPC or
-    remote layer; otherwise the connection's own ``isAlive()`` decides (a
-    libvirt error from it, e.g. on a closed connection, means lost too).
-    """
-    module = sys.modules.get(type(exc).__module__)
-
-    def const(name):
-        return getattr(module, name, _MISSING)
-
-    code = exc.get_error_code()
-    if code == const('VIR_ERR_NO_CONNECT'):
-        return True
-    domain_of = getattr(exc, 'get_error_domain', None)
-    domain = domain_of() if callable(domain_of) else None
-    if (code in (const('VIR_ERR_SYSTEM_ERROR'),
-                 const('VIR_ERR_INTERNAL_ERROR'))
-            and domain in (const('VIR_FROM_RPC'), const('VIR_FROM_REMOTE'))):
-        return True
-    try:
-        return not conn.isAlive()
-    except Exception as check:
-        return _is_libvirt_error(check)
-
-
-def connect(uri, nodename=None):
+def connect(uri, nodename=None, libvirt=None):
     """A :class:`Host` on ``libvirt.open(uri)`` (read-write); it reopens
-    ``uri`` when the connection is lost."""
-    module = _libvirt()
-    if module is None:
-        raise exception.HypervisorError(
-            device=uri, reason='libvirt-python is not installed')
-    _install_error_handler(module)
+    ``uri`` when the connection is lost. ``libvirt``: the
+    :class:`~.seam.Libvirt` to use (the real one by default)."""
+    libvirt = libvirt or seam.real()
 
     def reopen():
-        return module.open(uri)
+        return libvirt.open(uri)
 
-    with _hypervisor_call(uri):
-        conn = reopen()
-    return Host(conn, nodename=nodename, reconnect=reopen)
+    return Host(reopen(), nodename=nodename, reconnect=reopen,
+                libvirt=libvirt)
 
 
 class MdevLocation(typing.NamedTuple):
@@ -184,44 +57,53 @@ class MdevLocation(typing.NamedTuple):
     mdev_type: str
 
 
-# -- the connection wrapper ------------------------------------------------
-
 class Host:
     """Discovery on one injected libvirt connection.
 
     ``nodename`` names the compute node (it seeds slot UUIDs); it defaults
     to the connection's hostname. ``reconnect`` (optional) returns a new
     connection; without it a lost connection stays lost. ``connection`` is
-    always the current connection.
+    always the current connection. ``libvirt`` is the :class:`~.seam.Libvirt`
+    the connection belongs to (the real one by default; the tests' fake
+    libvirt brings its own); :attr:`libvirt` hands it on to the other code
+    that talks to this connection.
     """
 
-    def __init__(self, conn, nodename=None, reconnect=None):
+    def __init__(self, conn, nodename=None, reconnect=None, libvirt=None):
         if conn is None:
             raise exception.InvalidValue(field='connection', value=conn,
                                          rule='expected a libvirt connection')
         self._conn = conn
         self._nodename = nodename
         self._reconnect = reconnect
-        _install_error_handler(_libvirt())
+        self.libvirt = libvirt or seam.real()
 
     @property
     def connection(self):
         return self._conn
 
+    def _invoke(self, device, call, *args):
+        """``call(*args)`` with libvirt errors translated naming
+        ``device``; any other exception passes unchanged."""
+        try:
+            return call(*args)
+        except Exception as exc:
+            translated = self.libvirt.translate(exc, device)
+            if translated is None:
+                raise
+            raise translated from exc
+
     def _call(self, device, method, *args):
-        """``self.connection.<method>(*args)``, errors wrapped naming
+        """``self.connection.<method>(*args)``, errors translated naming
         ``device``; on a lost connection, reopen once and retry once."""
         try:
-            with _hypervisor_call(device):
-                return getattr(self._conn, method)(*args)
-        except exception.HypervisorError as exc:
-            cause = exc.__cause__
-            if (self._reconnect is None or cause is None
-                    or not _connection_lost(cause, self._conn)):
-                raise
-        with _hypervisor_call(device):
-            self._reopen()
             return getattr(self._conn, method)(*args)
+        except self.libvirt.error_class as exc:
+            if (self._reconnect is None
+                    or not self.libvirt.connection_lost(exc, self._conn)):
+                raise self.libvirt.translate(exc, device) from exc
+        self._invoke(device, self._reopen)
+        return self._invoke(device, getattr(self._conn, method), *args)
 
     def _reopen(self):
         old = self._conn
@@ -238,13 +120,10 @@ class Host:
         if self._reconnect is not None:
             try:
                 alive = self._conn.isAlive()
-            except Exception as exc:
-                if not _is_libvirt_error(exc):
-                    raise
+            except self.libvirt.error_class:
                 alive = False
             if not alive:
-                with _hypervisor_call('connection'):
-                    self._reopen()
+                self._invoke('connection', self._reopen)
         return self._conn
 
     @property
@@ -282,18 +161,35 @@ class Host:
         kinds are dropped.
         """
         if flags is None:
-            flags = (_flag('VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV')
-                     | _flag('VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES')
-                     | _flag('VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV'))
+            flags = self.libvirt.list_all
         parsed = []
         for dev in self._list(flags):
-            name, xml = _describe(dev)
+            name, xml = self._describe(dev)
             item = nodedev.parse_node_device(xml, device_name=name)
-            if isinstance(item, nodedev.Mdev) and not _is_active(dev):
+            if isinstance(item, nodedev.Mdev) and not self._is_active(dev):
                 item = dataclasses.replace(item, active=False)
             if item is not None:
                 parsed.append(item)
         return parsed
+
+    def _describe(self, dev):
+        """``(name, XMLDesc(0))`` of a listed node device, libvirt errors
+        translated naming the device (a plain try: this runs once per
+        device)."""
+        name = 'node device'
+        try:
+            name = dev.name()
+            return name, dev.XMLDesc(0)
+        except self.libvirt.error_class as exc:
+            raise self.libvirt.translate(exc, name) from exc
+
+    def _is_active(self, dev):
+        """``dev.isActive()``; True when the driver cannot tell (libvirt <
+        7.3 lists active mdevs only; the 9.0 test driver lacks the call)."""
+        try:
+            return bool(dev.isActive())
+        except (AttributeError, self.libvirt.error_class):
+            return True
 
     def discover(self, settings, held=()):
         """Device records of the host for the tracker.
@@ -322,12 +218,10 @@ class Host:
     def list_mdevs(self):
         """``{uuid: MdevLocation(parent_addr, mdev_type)}`` of every active
         mdev (defined but stopped ones are left out)."""
-        found = self.devices(
-            _flag('VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES')
-            | _flag('VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV'))
+        found = self.devices(self.libvirt.list_mdev_types
+                             | self.libvirt.list_mdev)
         address_of = {d.name: d.address for d in found
                       if not isinstance(d, nodedev.Mdev)}
         return {d.uuid: MdevLocation(
-                    records_mod.mdev_parent_address(d, address_of),
-                    d.mdev_type)
+                    nodenames.parent_address(d, address_of), d.mdev_type)
                 for d in found if isinstance(d, nodedev.Mdev) and d.active}

@@ -14,38 +14,28 @@ sysfs name, which may differ from the node name) and cached.
 
 Invariants: names are validated before any XML is built (so no name can
 inject XML); node-device XML is parsed by :mod:`.nodedev` (no DTDs, no
-entities) and built by :mod:`.config`; every libvirt error is wrapped once
-into ``MdevError`` naming the UUID, the parent and the node device, and
-nothing this backend started is left behind when a later step fails. This
-module does not import ``libvirt``: the error class and flag values are
-read from the connection's own module (the real ``libvirt`` or a fake)
-unless passed in.
+entities) and built by :mod:`.config`; every libvirt error is translated
+once by the seam (:meth:`.seam.Libvirt.translate`) and reported as
+``MdevError`` naming the UUID, the parent and the node device, and nothing
+this backend started is left behind when a later step fails. This module
+does not import ``libvirt``: it is handed the :class:`~.seam.Libvirt` of
+its connection.
 """
 
 import logging
-import sys
 
 from nova_pci_mdev import exception
 from nova_pci_mdev import names
 from nova_pci_mdev.virt.libvirt import config
 from nova_pci_mdev.virt.libvirt import mdev
 from nova_pci_mdev.virt.libvirt import nodedev
+from nova_pci_mdev.virt.libvirt import nodenames
+from nova_pci_mdev.virt.libvirt import seam
 
 LOG = logging.getLogger(__name__)
 
 #: libvirt 7.3.0 added persistent mdevs (define / autostart / undefine).
 MIN_PERSISTENT_MDEV_VERSION = 7003000
-#: Values of libvirt's ``VIR_CONNECT_LIST_NODE_DEVICES_CAP_*`` flags, used
-#: when the connection's module does not define them.
-CAP_MDEV_TYPES = 1 << 13
-CAP_MDEV = 1 << 14
-#: libvirt's error code for a node device that does not exist (any more).
-VIR_ERR_NO_NODE_DEVICE = 53
-
-
-def pci_node_name(address):
-    """``0000:84:00.0`` -> ``pci_0000_84_00_0``."""
-    return 'pci_' + address.replace(':', '_').replace('.', '_')
 
 
 def mdev_device_xml(uuid, parent_node, mdev_type):
@@ -63,31 +53,18 @@ def mdev_device_xml(uuid, parent_node, mdev_type):
 class LibvirtNodeDeviceBackend(mdev.MdevBackend):
     """mdevs managed by libvirt on connection ``conn``.
 
-    ``error_types`` (the libvirt error class) and the list flags default to
-    ``libvirtError`` and ``VIR_CONNECT_LIST_NODE_DEVICES_CAP_*`` of the
-    module that defines the connection's class. ``current`` (optional)
-    returns the connection to use for each call, e.g.
-    :meth:`.host.Host.live_connection`, so that the backend follows the
-    Host when it reopens a lost connection; without it ``conn`` is used.
+    ``libvirt``: the :class:`~.seam.Libvirt` of the connection (the real
+    one by default; :attr:`.host.Host.libvirt` for the Host's connection).
+    ``current`` (optional) returns the connection to use for each call,
+    e.g. :meth:`.host.Host.live_connection`, so that the backend follows
+    the Host when it reopens a lost connection; without it ``conn`` is used.
     """
 
-    def __init__(self, conn, error_types=None, current=None):
+    def __init__(self, conn, libvirt=None, current=None):
         self._first = conn
         self._current = current
-        module = sys.modules.get(type(conn).__module__)
-        if error_types is None:
-            error_types = getattr(module, 'libvirtError', None)
-        if error_types is None:
-            import libvirt      # lazily, only for the error class
-            error_types = libvirt.libvirtError
-        self._errors = error_types
-        self._cap_mdev = getattr(
-            module, 'VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV', CAP_MDEV)
-        self._cap_mdev_types = getattr(
-            module, 'VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES',
-            CAP_MDEV_TYPES)
-        self._no_node_device = getattr(module, 'VIR_ERR_NO_NODE_DEVICE',
-                                       VIR_ERR_NO_NODE_DEVICE)
+        self._libvirt = libvirt or seam.real()
+        self._errors = self._libvirt.error_class
         self._persistent = None
         self._virtual = None        # virtual parent address -> node name
 
@@ -97,15 +74,9 @@ class LibvirtNodeDeviceBackend(mdev.MdevBackend):
     def _conn(self):
         return self._current() if self._current is not None else self._first
 
-    @staticmethod
-    def _message(exc):
-        getter = getattr(exc, 'get_error_message', None)
-        return (getter() if getter else None) or str(exc)
-
     def _fail(self, uuid, parent, action, exc):
-        return exception.MdevError(
-            uuid=uuid, parent=parent, errno=None,
-            reason='%s failed: %s' % (action, self._message(exc)))
+        return exception.MdevError(uuid=uuid, parent=parent, errno=None,
+                                   reason=self._libvirt.reason(exc, action))
 
     def _describe(self, dev, what):
         """``(name, XMLDesc(0))`` of a listed device, or None if it vanished
@@ -115,19 +86,16 @@ class LibvirtNodeDeviceBackend(mdev.MdevBackend):
         try:
             return dev.name(), dev.XMLDesc(0)
         except self._errors as exc:
-            code = getattr(exc, 'get_error_code', lambda: None)()
-            if code == self._no_node_device:
+            if self._libvirt.is_gone(exc):
                 return None
-            raise exception.HypervisorError(
-                device=what, reason='XMLDesc failed: %s' % self._message(exc))
+            raise self._libvirt.translate(exc, what, 'XMLDesc') from exc
 
     def _list(self, flags, what):
         try:
             return self._conn.listAllDevices(flags)
         except self._errors as exc:
-            raise exception.HypervisorError(
-                device=what,
-                reason='listAllDevices failed: %s' % self._message(exc))
+            raise self._libvirt.translate(exc, what,
+                                          'listAllDevices') from exc
 
     def persistent(self):
         """True when libvirt can define mdevs (>= 7.3); asked once."""
@@ -135,9 +103,8 @@ class LibvirtNodeDeviceBackend(mdev.MdevBackend):
             try:
                 version = self._conn.getLibVersion()
             except self._errors as exc:
-                raise exception.HypervisorError(
-                    device='libvirt connection',
-                    reason='getLibVersion failed: %s' % self._message(exc))
+                raise self._libvirt.translate(
+                    exc, 'libvirt connection', 'getLibVersion') from exc
             self._persistent = version >= MIN_PERSISTENT_MDEV_VERSION
         return self._persistent
 
@@ -145,7 +112,8 @@ class LibvirtNodeDeviceBackend(mdev.MdevBackend):
         """{address: node name} of virtual parents (cached)."""
         if self._virtual is None or refresh:
             found = {}
-            for dev in self._list(self._cap_mdev_types, 'mdev parents'):
+            for dev in self._list(self._libvirt.list_mdev_types,
+                                  'mdev parents'):
                 described = self._describe(dev, 'mdev parents')
                 if described is None:
                     continue
@@ -163,29 +131,28 @@ class LibvirtNodeDeviceBackend(mdev.MdevBackend):
     def _node_name(self, parent):
         """Node name of the parent at address ``parent`` (validated)."""
         if names.is_pci_address(parent):
-            return pci_node_name(parent)
+            return nodenames.pci_node_name(parent)
         node = self._virtual_parents().get(parent)
         if node is None:
             node = self._virtual_parents(refresh=True).get(parent, parent)
         return node
 
     def _address(self, found):
-        """Address of the parent of a parsed :class:`nodedev.Mdev`."""
-        if found.parent_addr:
-            return found.parent_addr
-        pci = nodedev.pci_address_from_name(found.parent)
-        if pci is not None:
-            return pci
+        """Address of the parent of a parsed :class:`nodedev.Mdev` (the
+        virtual parents are listed again when the cached ones do not
+        know it); its node name when nothing says."""
         by_node = {n: a for a, n in self._virtual_parents().items()}
-        if found.parent not in by_node:
+        address = nodenames.parent_address(found, by_node)
+        if address is None:
             by_node = {n: a for a, n in
                        self._virtual_parents(refresh=True).items()}
-        return by_node.get(found.parent, found.parent)
+            address = nodenames.parent_address(found, by_node)
+        return address or found.parent
 
     def _entries(self):
         """[(virNodeDevice, MdevInfo, active)] of every mdev node device."""
         entries = []
-        for dev in self._list(self._cap_mdev, 'mdev node devices'):
+        for dev in self._list(self._libvirt.list_mdev, 'mdev node devices'):
             described = self._describe(dev, 'mdev node devices')
             if described is None:
                 continue
@@ -252,15 +219,16 @@ class LibvirtNodeDeviceBackend(mdev.MdevBackend):
                     uuid=info.uuid, parent=info.parent, errno=None,
                     left_behind=[info.uuid],
                     reason='%s; destroying the transient mdev failed too: %s'
-                           % (error.kwargs['reason'], self._message(exc2)))
+                           % (error.kwargs['reason'],
+                              self._libvirt.reason(exc2)))
             raise error
         try:
             defined.setAutostart(1)
         except self._errors as exc:
             # The mdev exists and is defined; only its start at boot is
             # missing, which MdevManager.recreate_vanished() covers.
-            LOG.warning('mdev %s on %s: setAutostart failed: %s',
-                        info.uuid, info.parent, self._message(exc))
+            LOG.warning('mdev %s on %s: %s', info.uuid, info.parent,
+                        self._libvirt.reason(exc, 'setAutostart'))
 
     def _start_defined(self, info, dev, have, active):
         if active or have != info:
@@ -304,7 +272,7 @@ class LibvirtNodeDeviceBackend(mdev.MdevBackend):
         except self._errors as exc:
             raise exception.MdevTypeError(
                 mdev_type=mdev_type, parent=parent, errno=None,
-                reason='node device %s: %s' % (node, self._message(exc)))
+                reason=self._libvirt.reason(exc, 'node device %s' % node))
         for type_ in getattr(found, 'mdev_types', ()):
             if type_.id == mdev_type:
                 return type_.available_instances

@@ -30,7 +30,7 @@ from xml.etree import ElementTree
 from nova_pci_mdev import exception
 from nova_pci_mdev import names
 from nova_pci_mdev.virt.libvirt import config as vconfig
-from nova_pci_mdev.virt.libvirt import nodedev
+from nova_pci_mdev.virt.libvirt import xmlsafe
 
 _HOSTDEVS = {'mdev': (vconfig.LibvirtConfigGuestHostdevMDEV, 'uuid'),
              'pci': (vconfig.LibvirtConfigGuestHostdevPCI, 'address')}
@@ -49,7 +49,7 @@ def _key(value):
 def parse_domain(text):
     """The domain element of ``text``, comments kept; a parse error is a
     LibvirtXmlError naming ``<domain>``."""
-    root = nodedev.parse_xml(
+    root = xmlsafe.parse_xml(
         text, lambda reason: exception.LibvirtXmlError(element='domain',
                                                        reason=reason),
         keep_comments=True)

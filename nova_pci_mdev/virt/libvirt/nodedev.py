@@ -21,25 +21,21 @@ or None for every other kind of device (system, net, usb, scsi...).
 Invariants: addresses are canonical (``names.normalize_address``), vendor
 and product ids are 4 lower-case hex digits without ``0x``, mdev type ids
 pass ``names.validate_mdev_type``, UUIDs are lower case. Any XML that
-breaks them, is malformed or declares a DOCTYPE/ENTITY (entity expansion is
-never performed) raises :class:`~nova_pci_mdev.exception.NodeDeviceXMLInvalid`
-naming the device.
+breaks them, is malformed or declares a DOCTYPE/ENTITY (:mod:`.xmlsafe`:
+entity expansion is never performed) raises
+:class:`~nova_pci_mdev.exception.NodeDeviceXMLInvalid` naming the device.
+Node names are read and written by :mod:`.nodenames`.
 """
 
 import dataclasses
 import re
-from xml.etree import ElementTree
-from xml.parsers import expat
 
 from nova_pci_mdev import exception
 from nova_pci_mdev import names
+from nova_pci_mdev.virt.libvirt import nodenames
+from nova_pci_mdev.virt.libvirt import xmlsafe
 
 _HEX_ID_RE = re.compile(r'^(0x)?([0-9a-fA-F]{1,4})$')
-_PCI_NAME_RE = re.compile(
-    r'^pci_([0-9a-fA-F]{4})_([0-9a-fA-F]{2})_([0-9a-fA-F]{2})_([0-7])$')
-_MDEV_NAME_RE = re.compile(
-    r'^mdev_([0-9a-fA-F]{8}_[0-9a-fA-F]{4}_[0-9a-fA-F]{4}_[0-9a-fA-F]{4}_'
-    r'[0-9a-fA-F]{12})(_.+)?$')
 #: Largest value of each PCI address part (domain 16, bus 8, slot 5 and
 #: function 3 bits).
 _PCI_LIMITS = (('domain', 0xffff), ('bus', 0xff), ('slot', 0x1f),
@@ -50,65 +46,6 @@ _LIBVIRT_ADDRESS_ATTRS_RE = re.compile(
     r'0x([0-9a-fA-F]{4}:)0x([0-9a-fA-F]{2}:)0x([01][0-9a-fA-F]\.)0x([0-7])')
 _DECIMAL_ADDRESS_RE = re.compile(
     r'([0-9]{1,5}):([0-9]{1,3}):([0-9]{1,2})\.([0-7])')
-
-
-# -- safe XML --------------------------------------------------------------
-
-class _Refused(Exception):
-    """Raised from expat handlers; carries the reason."""
-
-
-def _refuse(what):
-    def handler(*args):
-        raise _Refused('%s is refused (no DTDs or entities in libvirt XML)'
-                       % what)
-    return handler
-
-
-_REFUSE_DOCTYPE = _refuse('a DOCTYPE declaration')
-_REFUSE_ENTITY = _refuse('an ENTITY declaration')
-_REFUSE_EXTERNAL = _refuse('an external entity reference')
-
-
-def parse_xml(text, on_error, keep_comments=False):
-    """Parse ``text`` into an ``Element`` without any entity expansion.
-
-    A DOCTYPE, an entity declaration or an external entity reference is
-    refused: libvirt never produces them, and refusing the DTD outright
-    (instead of only not expanding it) closes the "billion laughs" and
-    external entity holes with the standard library alone. Only the five
-    predefined XML entities and character references are decoded.
-    ``on_error(reason)`` must return the exception to raise. With
-    ``keep_comments`` the comments inside the root element stay in the
-    tree (``ElementTree.Comment`` nodes).
-    """
-    if text is None or (isinstance(text, (str, bytes)) and not text.strip()):
-        raise on_error('empty XML document')
-    if not isinstance(text, (str, bytes)):
-        raise on_error('expected an XML string, got %s' %
-                       type(text).__name__)
-    builder = ElementTree.TreeBuilder(insert_comments=keep_comments)
-    parser = expat.ParserCreate()
-    if keep_comments:
-        parser.CommentHandler = builder.comment
-    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
-    parser.StartDoctypeDeclHandler = _REFUSE_DOCTYPE
-    parser.EntityDeclHandler = _REFUSE_ENTITY
-    parser.ExternalEntityRefHandler = _REFUSE_EXTERNAL
-    parser.StartElementHandler = builder.start
-    parser.EndElementHandler = builder.end
-    parser.CharacterDataHandler = builder.data
-    parser.buffer_text = True
-    try:
-        parser.Parse(text, True)
-        return builder.close()
-    except _Refused as exc:
-        raise on_error(str(exc)) from None
-    except expat.ExpatError as exc:
-        raise on_error('malformed XML: %s' % exc) from None
-    except UnicodeError as exc:
-        raise on_error('XML text is not encodable as UTF-8 (lone '
-                       'surrogate?): %s' % exc) from None
 
 
 # -- dataclasses -----------------------------------------------------------
@@ -193,23 +130,7 @@ class Mdev:
     active: bool = True
 
 
-# -- helpers ---------------------------------------------------------------
-
-def pci_address_from_name(name):
-    """``pci_0000_84_00_0`` -> ``0000:84:00.0``; None if not such a name."""
-    match = _PCI_NAME_RE.match(name or '')
-    if not match:
-        return None
-    return '%s:%s:%s.%s' % tuple(g.lower() for g in match.groups())
-
-
-def mdev_uuid_from_name(name):
-    """The UUID in ``mdev_<uuid>`` or ``mdev_<uuid>_<parent>``, or None."""
-    match = _MDEV_NAME_RE.match(name or '')
-    if not match:
-        return None
-    return match.group(1).replace('_', '-').lower()
-
+# -- parsing ---------------------------------------------------------------
 
 class _Context:
     """Builds errors that name the device being parsed."""
@@ -378,7 +299,7 @@ def _parse_mdev(ctx, root, cap):
     type_elem = cap.find('type')
     mdev_type = ctx.mdev_type_id(
         None if type_elem is None else type_elem.get('id'))
-    from_name = mdev_uuid_from_name(ctx.device)
+    from_name = nodenames.mdev_uuid_from_name(ctx.device)
     from_elem = ctx.text(cap, 'uuid', required=False)
     if from_elem is not None:
         try:
@@ -424,7 +345,7 @@ def parse_node_device(xml, device_name=None):
     the device in errors and stands in for a missing ``<name>``.
     """
     label = device_name or '<unnamed node device>'
-    root = parse_xml(xml, _Context(label).error)
+    root = xmlsafe.parse_xml(xml, _Context(label).error)
     if root.tag != 'device':
         raise _Context(label).error('root element is <%s>, expected '
                                     '<device>' % root.tag)

@@ -34,9 +34,9 @@ records (they are still returned by :meth:`.host.Host.list_mdevs`).
 import collections
 
 from nova_pci_mdev import exception
-from nova_pci_mdev import names
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.virt.libvirt import nodedev
+from nova_pci_mdev.virt.libvirt import nodenames
 from nova_pci_mdev.virt.libvirt import slots
 
 DevType = fields.PciDeviceType
@@ -126,18 +126,6 @@ def _parent_records(nodename, dev, mdevs, settings):
     return records
 
 
-def mdev_parent_address(mdev, address_of):
-    """Resolve an mdev's parent node name to an address, or None."""
-    if mdev.parent in address_of:
-        return address_of[mdev.parent]
-    if mdev.parent_addr:
-        try:
-            return names.normalize_address(mdev.parent_addr)
-        except exception.Invalid:
-            return None
-    return nodedev.pci_address_from_name(mdev.parent)
-
-
 def _index(devices):
     """Split parsed devices; map node names to addresses; check unicity."""
     address_of = {}
@@ -173,7 +161,7 @@ def build_records(nodename, devices, settings):
     functions, mdevs, address_of = _index(devices)
     by_parent = collections.defaultdict(list)
     for mdev in mdevs:
-        by_parent[mdev_parent_address(mdev, address_of)].append(mdev)
+        by_parent[nodenames.parent_address(mdev, address_of)].append(mdev)
     records = []
     for dev in sorted(functions, key=lambda d: d.address):
         if isinstance(dev, nodedev.VirtualParent) or dev.is_mdev_parent:
@@ -187,7 +175,7 @@ def build_records(nodename, devices, settings):
 def vanished_stand_ins(devices, held):
     """Stopped :class:`~.nodedev.Mdev` stand-ins for held, unlisted slots."""
     listed = {d.uuid for d in devices if isinstance(d, nodedev.Mdev)}
-    return [nodedev.Mdev(name='mdev_' + uuid.replace('-', '_'), uuid=uuid,
+    return [nodedev.Mdev(name=nodenames.mdev_node_name(uuid), uuid=uuid,
                          mdev_type=mdev_type, parent_addr=parent_addr,
                          active=False)
             for uuid, parent_addr, mdev_type in held if uuid not in listed]

@@ -19,6 +19,7 @@ import testtools
 from nova_pci_mdev import exception
 from nova_pci_mdev.tests.fixtures import fakelibvirt
 from nova_pci_mdev.virt.libvirt import mdev_libvirt
+from nova_pci_mdev.virt.libvirt import nodenames
 
 U1 = '4b20d080-1b54-4048-85b3-a6a62d165c01'
 U2 = '0c2e1b6a-65a6-4d4c-9c1a-2f7f2b0e7d11'
@@ -61,7 +62,7 @@ class TestXml(testtools.TestCase):
                               mdev_libvirt.mdev_device_xml, *args)
 
     def test_pci_node_name(self):
-        self.assertEqual(GPU_NODE, mdev_libvirt.pci_node_name(GPU))
+        self.assertEqual(GPU_NODE, nodenames.pci_node_name(GPU))
 
     def test_real_libvirt_parses_our_xml(self):
         try:
@@ -83,7 +84,7 @@ class TestXml(testtools.TestCase):
                 errors[label] = exc.get_error_message()
         self.assertIn('fibre channel', errors['good'])
         self.assertIn('type id', errors['broken'])
-        # and the real error class is found through the connection
+        # and the real seam (the default) translates the real error
         backend = mdev_libvirt.LibvirtNodeDeviceBackend(conn)
         exc = self.assertRaises(exception.MdevError, backend.create,
                                 U1, GPU, 'nvidia-35')
@@ -100,7 +101,8 @@ class TestLibvirtBackend(testtools.TestCase):
 
     def world(self, **kwargs):
         host = make_host(**kwargs)
-        return host, mdev_libvirt.LibvirtNodeDeviceBackend(host.connect())
+        return host, mdev_libvirt.LibvirtNodeDeviceBackend(
+            host.connect(), libvirt=host.libvirt)
 
     def test_create_persistent_with_autostart(self):
         host, backend = self.world()

@@ -78,7 +78,7 @@ class LibvirtWorld:
         for info in existing:
             self.host.add_mdev(*info, persistent=True, autostart=True)
         self.backend = mdev_libvirt.LibvirtNodeDeviceBackend(
-            self.host.connect())
+            self.host.connect(), libvirt=self.host.libvirt)
 
     def host_view(self):
         devices = self.host.devices

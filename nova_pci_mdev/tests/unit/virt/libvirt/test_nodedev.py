@@ -7,6 +7,7 @@ import testtools
 from nova_pci_mdev import exception
 from nova_pci_mdev.tests.unit.virt.libvirt import nodedev_xml as X
 from nova_pci_mdev.virt.libvirt import nodedev
+from nova_pci_mdev.virt.libvirt import nodenames
 
 UUID1 = '4b20d080-1b54-4048-85b3-a6a62d165c01'
 UUID2 = 'c0ffee00-1b54-4048-85b3-a6a62d165c02'
@@ -346,7 +347,7 @@ class NamesTest(testtools.TestCase):
                  ('pci_0000_84_00', None), ('pci_0000_84_00_8', None),
                  ('mtty_mtty', None), (None, None), ('', None)]
         for name, expected in table:
-            self.assertEqual(expected, nodedev.pci_address_from_name(name),
+            self.assertEqual(expected, nodenames.pci_address_from_name(name),
                              name)
 
     def test_mdev_uuid_from_name(self):
@@ -358,5 +359,5 @@ class NamesTest(testtools.TestCase):
                  ('mdev_' + under[:-1], None),
                  ('pci_0000_84_00_0', None), (None, None)]
         for name, expected in table:
-            self.assertEqual(expected, nodedev.mdev_uuid_from_name(name),
+            self.assertEqual(expected, nodenames.mdev_uuid_from_name(name),
                              name)

@@ -1,0 +1,123 @@
+"""The layout rules of docs/ARCHITECTURE.md, checked on the source tree.
+
+Every product module (``nova_pci_mdev`` outside ``tests``) is read with
+``ast``: its size, the length of each function, and what it imports. A rule
+broken names the module, the function or the import.
+"""
+
+import ast
+import os
+
+import testtools
+
+import nova_pci_mdev
+
+PACKAGE_DIR = os.path.dirname(nova_pci_mdev.__file__)
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 50
+#: The one module that may import libvirt (and only inside a function).
+SEAM = 'nova_pci_mdev.virt.libvirt.seam'
+
+#: room -> project modules (prefixes) it must not import. Pure rooms do no
+#: I/O and know nothing of the host side; the host side knows nothing of
+#: orchestration, the store or the CLI.
+FORBIDDEN = {
+    'nova_pci_mdev.objects': ('nova_pci_mdev.pci', 'nova_pci_mdev.virt',
+                              'nova_pci_mdev.conf', 'nova_pci_mdev.compute',
+                              'nova_pci_mdev.store', 'nova_pci_mdev.cli'),
+    'nova_pci_mdev.pci': ('nova_pci_mdev.virt', 'nova_pci_mdev.conf',
+                          'nova_pci_mdev.compute', 'nova_pci_mdev.store',
+                          'nova_pci_mdev.cli'),
+    'nova_pci_mdev.conf': ('nova_pci_mdev.pci', 'nova_pci_mdev.virt',
+                           'nova_pci_mdev.compute', 'nova_pci_mdev.store',
+                           'nova_pci_mdev.cli'),
+    'nova_pci_mdev.virt': ('nova_pci_mdev.pci', 'nova_pci_mdev.conf',
+                           'nova_pci_mdev.compute', 'nova_pci_mdev.store',
+                           'nova_pci_mdev.cli'),
+    'nova_pci_mdev.compute': ('nova_pci_mdev.cli',),
+    'nova_pci_mdev.store': ('nova_pci_mdev.virt', 'nova_pci_mdev.compute',
+                            'nova_pci_mdev.cli'),
+}
+#: Modules of the standard library that mean I/O; pure rooms import none.
+IO_MODULES = ('os', 'io', 'socket', 'sqlite3', 'subprocess', 'fcntl',
+              'tempfile', 'shutil', 'urllib', 'http', 'requests', 'libvirt')
+PURE = ('nova_pci_mdev.objects', 'nova_pci_mdev.pci',
+        'nova_pci_mdev.virt.libvirt.records',
+        'nova_pci_mdev.virt.libvirt.nodedev',
+        'nova_pci_mdev.virt.libvirt.nodenames',
+        'nova_pci_mdev.virt.libvirt.xmlsafe',
+        'nova_pci_mdev.virt.libvirt.slots',
+        'nova_pci_mdev.virt.libvirt.config')
+
+
+def product_modules():
+    """``{dotted name: (path, source)}`` of every product module."""
+    found = {}
+    for root, dirs, files in os.walk(PACKAGE_DIR):
+        dirs[:] = sorted(d for d in dirs
+                         if d not in ('tests', '__pycache__', 'data'))
+        for name in sorted(files):
+            if not name.endswith('.py'):
+                continue
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, os.path.dirname(PACKAGE_DIR))
+            dotted = rel[:-3].replace(os.sep, '.')
+            if dotted.endswith('.__init__'):
+                dotted = dotted[:-len('.__init__')]
+            with open(path, encoding='utf-8') as f:
+                found[dotted] = (path, f.read())
+    return found
+
+
+def imports(tree, top_level_only=False):
+    """``[(module name, line)]`` imported by ``tree``."""
+    nodes = tree.body if top_level_only else ast.walk(tree)
+    result = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            result.extend((a.name, node.lineno) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            result.append((node.module, node.lineno))
+            result.extend(('%s.%s' % (node.module, a.name), node.lineno)
+                          for a in node.names)
+    return result
+
+
+def _in(name, prefix):
+    return name == prefix or name.startswith(prefix + '.')
+
+
+class LayoutTest(testtools.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.modules = product_modules()
+        cls.trees = {name: ast.parse(source, path)
+                     for name, (path, source) in cls.modules.items()}
+
+    def test_the_tree_is_read(self):
+        # Guards every rule below against an empty walk.
+        self.assertIn('nova_pci_mdev.compute', self.modules)
+        self.assertIn(SEAM, self.modules)
+        self.assertGreater(len(self.modules), 40)
+
+    def test_only_the_seam_imports_libvirt(self):
+        importers = sorted(
+            name for name, tree in self.trees.items()
+            if any(mod == 'libvirt' or mod.startswith('libvirt.')
+                   for mod, _ in imports(tree)))
+        self.assertEqual([SEAM], importers)
+        self.assertEqual([], [m for m, _ in imports(self.trees[SEAM], True)
+                              if m.startswith('libvirt')],
+                         'the seam imports libvirt lazily, in real()')
+
+    def test_pure_modules_do_no_io(self):
+        broken = []
+        for name, tree in self.trees.items():
+            if not any(_in(name, p) for p in PURE):
+                continue
+            broken.extend('%s:%d imports %s' % (name, line, mod)
+                          for mod, line in imports(tree)
+                          if any(_in(mod, io) for io in IO_MODULES))
+        self.assertEqual([], broken)
