@@ -130,7 +130,8 @@ def describe(compute, s, instance_uuid):
     """The :class:`MoveSource` of ``instance_uuid`` on ``compute`` (in
     session ``s``). Refuses devices that cannot move and a source too old
     for them, as Nova's source check does, before any destination is
-    asked."""
+    asked. An instance that holds nothing here moves without devices
+    (an empty MoveSource), as in Nova."""
     record = s.instances.get(instance_uuid) or {}
     sources = pci_live_move.source_devices(
         s.tracker.devices_of(instance_uuid), record.get('devices') or (),

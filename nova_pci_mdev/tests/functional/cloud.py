@@ -316,12 +316,12 @@ class Cloud(fixtures.Fixture):
             mig.uuid, 'live migration %s of instance %s' % (mig.uuid,
                                                             inst.uuid),
             inst.flavor, exclude=(inst.host,), force=host, claim=claim)
-        xml = moved.destination_xml(src.domain_xml(inst.name) or
-                                    inst.guest.to_xml())
-        guest = vconfig.LibvirtConfigGuest.parse_str(xml)
         try:
+            xml = moved.destination_xml(src.domain_xml(inst.name) or
+                                        inst.guest.to_xml())
+            guest = vconfig.LibvirtConfigGuest.parse_str(xml)
             self.validator.validate(guest)
-        except harness.GuestXMLInvalid:
+        except Exception:
             sim.compute.release(mig.uuid)
             if self.client is not None and moved.claim.allocations:
                 self.client.delete_allocations(mig.uuid)

@@ -15,10 +15,10 @@ Both ends of a move must meet the minimum of every kind of device the
 instance holds, and both must run QEMU: the other hypervisors libvirt
 drives (including its ``test`` driver) cannot migrate devices.
 
-Invariant: :func:`problems` never raises and returns one line per host that
-falls short, naming the host, its role, what it runs and what is needed;
-:func:`check` raises :class:`~nova_pci_mdev.exception.LiveMigrationRefused`
-with all of them.
+Invariant: :func:`problems` never raises and returns one line per host and
+minimum that falls short, naming the host, its role, what it runs and what
+is needed (``nova_pci_mdev.live_move`` raises them all at once as a
+:class:`~nova_pci_mdev.exception.LiveMigrationRefused`).
 """
 
 import dataclasses
@@ -137,11 +137,3 @@ def problems(hosts, minimums):
                 out.append('%s; the %s host %s has %s' % (
                     minimum, role, name, versions))
     return out
-
-
-def check(what, hosts, minimums):
-    """Raise LiveMigrationRefused naming every shortfall of ``hosts``."""
-    found = problems(hosts, minimums)
-    if found:
-        raise exception.LiveMigrationRefused(what=what,
-                                             reason='; '.join(found))
