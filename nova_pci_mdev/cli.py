@@ -17,6 +17,7 @@ import sys
 import uuid as uuid_lib
 import warnings
 
+from nova_pci_mdev import cli_live
 from nova_pci_mdev import data
 from nova_pci_mdev import exception
 from nova_pci_mdev import state_dir as state_dir_mod
@@ -321,6 +322,7 @@ def build_parser():
                        help='show what would be claimed; change nothing')
     release = add('release', cmd_release, 'free every device of an instance')
     release.add_argument('--instance', metavar='UUID', required=True)
+    cli_live.add_commands(add)
     return parser
 
 

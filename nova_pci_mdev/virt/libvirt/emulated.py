@@ -6,8 +6,11 @@ gives a custom host no NUMA cells, reports the real machine's hostname and
 host this module adds what the driver cannot give:
 
 * a **sidecar** ``<host file stem>_topology.json`` beside the host file
-  (optional): ``hostname``, NUMA ``cells`` and ``extra_node_devices``
-  (node-device XML documents listed as if libvirt had them);
+  (optional): ``hostname``, NUMA ``cells``, ``extra_node_devices``
+  (node-device XML documents listed as if libvirt had them) and
+  ``hypervisor`` (``{"type": "QEMU", "version": "8.2.2"}``: the hypervisor
+  the host stands for, instead of the test driver's ``TEST`` 0.0.2; only
+  live moves read it);
 * an :class:`~.mdev_emulated.EmulatedBackend` in the state directory that
   holds the host's mdevs. It is seeded once with the mdevs of the host
   file; afterwards it is the truth: :meth:`EmulatedHost.devices` lists its
@@ -40,6 +43,7 @@ class Sidecar:
     hostname: str | None = None
     topology: object = None            # numa.HostTopology or None
     extra_node_devices: tuple = ()     # XML strings
+    hypervisor: tuple | None = None    # (type, version as libvirt encodes)
 
 
 def sidecar_path(host_file):
@@ -71,17 +75,38 @@ def load_sidecar(path):
         raise exception.TopologySidecarInvalid(
             path=path, reason='hostname must be a string')
     unknown = set(data) - {'_comment', 'hostname', 'cells',
-                           'extra_node_devices'}
+                           'extra_node_devices', 'hypervisor'}
     if unknown:
         raise exception.TopologySidecarInvalid(
             path=path,
             reason='unknown key(s) %s (allowed: hostname, cells, '
-                   'extra_node_devices)' % ', '.join(sorted(unknown)))
+                   'extra_node_devices, hypervisor)'
+                   % ', '.join(sorted(unknown)))
     topology = (capabilities.topology_from_dict({'cells': data['cells']},
                                                 source=path)
                 if 'cells' in data else None)
     return Sidecar(path=path, hostname=hostname, topology=topology,
-                   extra_node_devices=tuple(extra))
+                   extra_node_devices=tuple(extra),
+                   hypervisor=_hypervisor(path, data.get('hypervisor')))
+
+
+def _hypervisor(path, value):
+    """``{"type": T, "version": "X.Y.Z"}`` -> ``(T, X * 10**6 + Y * 1000 +
+    Z)``, or None when absent."""
+    if value is None:
+        return None
+    parts = str(value.get('version', '')).split('.') if isinstance(
+        value, dict) else ()
+    if (not isinstance(value, dict) or set(value) != {'type', 'version'} or
+            not isinstance(value['type'], str) or not value['type'] or
+            len(parts) != 3 or not all(p.isdigit() and len(p) <= 3
+                                       for p in parts)):
+        raise exception.TopologySidecarInvalid(
+            path=path, reason='hypervisor must be {"type": NAME, "version": '
+                              '"X.Y.Z"} (at most 3 digits each), got %r'
+                              % (value,))
+    major, minor, micro = (int(p) for p in parts)
+    return value['type'], major * 1000000 + minor * 1000 + micro
 
 
 class EmulatedHost(host_mod.Host):
@@ -113,6 +138,18 @@ class EmulatedHost(host_mod.Host):
                    if parent is not None]
         self.backend = mdev_emulated.EmulatedBackend(
             state_dir, self._capacity, initial=initial)
+
+    @property
+    def hypervisor_type(self):
+        if self.sidecar.hypervisor is not None:
+            return self.sidecar.hypervisor[0]
+        return super().hypervisor_type
+
+    @property
+    def hypervisor_version(self):
+        if self.sidecar.hypervisor is not None:
+            return self.sidecar.hypervisor[1]
+        return super().hypervisor_version
 
     def _listed(self):
         return list(super().devices()) + self._extra
