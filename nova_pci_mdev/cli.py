@@ -15,7 +15,6 @@ import argparse
 import os
 import sys
 import uuid as uuid_lib
-import warnings
 
 from nova_pci_mdev import cli_live
 from nova_pci_mdev import data
@@ -30,8 +29,6 @@ conf_mod = flavor_mod = objects = render = store_mod = None
 
 def _import_runtime():
     global conf_mod, flavor_mod, objects, render, store_mod
-    # eventlet's deprecation notice would otherwise open every output.
-    warnings.filterwarnings('ignore', message=r'(?s).*Eventlet is deprecated')
     from nova_pci_mdev import conf as conf_mod
     from nova_pci_mdev import flavor as flavor_mod
     from nova_pci_mdev import objects
