@@ -1,8 +1,12 @@
-"""The workloads on nova-pci-mdev (run by :mod:`benchmarks.run` in a child
-process of the project's virtualenv, so that each side has a heap of its
-own).
+"""The workloads on nova-pci-mdev: a worker process of the runner.
 
-Per size N, each run builds a fresh tracker and times, in order:
+``python -m benchmarks.ours --serve`` answers one JSON request per line
+(:func:`benchmarks.timing.serve`), so that :mod:`benchmarks.run` can
+interleave it with the Nova side sample by sample; each side keeps a heap
+of its own.
+
+``{"op": "tracker", "n": N, "records": PATH}``: one run on a fresh
+tracker, one sample of each workload, in this order:
 
 * ``first_sync``: ``PciDevTracker.sync(records)`` on an empty tracker;
 * ``resync_nochange``: ``sync`` of the same records again;
@@ -15,21 +19,22 @@ Per size N, each run builds a fresh tracker and times, in order:
   ``free_instance`` of each (time per instance);
 * ``resync_removed``: ``sync`` of the records without one free VF.
 
-``discovery``: ``Host(conn).discover(settings)`` on the real libvirt test
-driver (``test:///<file>`` of :func:`hostgen.host_xml`) with N node
-devices, end to end to device records (``libvirt_open``, the driver
-parsing the file, is timed apart). ``--rss N`` runs discovery, the sync
-workloads, a query, claims and frees of one host in a fresh process and
-prints its peak RSS (``ru_maxrss``).
+Every sync gets its own ``json.loads`` of the records file (untimed): fresh
+dicts and strings, as a hypervisor would hand over, never objects shared
+with what the tracker applied before. The reply also gives the number of
+pools the query ran on.
+
+``{"op": "discovery", "n": N, "host": PATH}``: one sample of
+``libvirt.open`` of the ``test:///`` host file and of
+``Host(conn).discover(settings)``, checked against
+``hostgen.records(hostgen.generate(N, unit='nodes'))``.
 
 Nothing is persisted: the tracker only collects its changes in memory.
 """
 
 import argparse
-import copy
 import json
 import os
-import resource
 import sys
 import tempfile
 import uuid
@@ -62,6 +67,8 @@ class Bench:
         self.topology = numa.HostTopology(cells=tuple(
             numa.HostCell(id=i, socket=i) for i in range(hostgen.NUMA_NODES)))
         self.workdir = workdir
+        self.loops = {}          # (n, policy) -> loops per query sample
+        self.expected = {}       # n -> discovery's expected records
 
     def requests(self, policy=None):
         extra_specs = {self.request.ALIAS_SPEC: '%s:1' % hostgen.ALIAS_NAME}
@@ -86,154 +93,95 @@ def _check(condition, what):
         raise AssertionError('benchmark sanity check failed: %s' % what)
 
 
-def run_tracker(bench, n, runs):
-    """{workload: [seconds per sample]} for a host of ``n`` records."""
-    records = hostgen.records(hostgen.generate(n))
-    gone = removed_address(records)
-    without = [r for r in records if r['address'] != gone]
+def one_run(bench, n, text):
+    """One sample of every tracker workload on ``n`` records (the JSON
+    ``text`` of the records); returns ``{'samples': ..., 'pools': k}``."""
+    gone = removed_address(json.loads(text))
     samples = {}
+    tracker = bench.tracker()
+    seconds, report = timing.timed(tracker.sync, json.loads(text))
+    _check(len(report.added) == n, 'first sync adds %d devices' % n)
+    samples['first_sync'] = seconds
 
-    def add(name, seconds):
-        samples.setdefault(name, []).append(seconds)
+    seconds, report = timing.timed(tracker.sync, json.loads(text))
+    _check(not any(report), 'a resync without change changes nothing')
+    samples['resync_nochange'] = seconds
 
-    loops = {}
-    for _ in range(runs):
-        tracker = bench.tracker()
-        seconds, report = timing.timed(tracker.sync, copy.deepcopy(records))
-        _check(len(report.added) == n, 'first sync adds %d devices' % n)
-        add('first_sync', seconds)
+    pool_list = tracker.stats.to_pool_list()
+    scheduler = bench.stats.PciDeviceStats.from_pools(pool_list,
+                                                      bench.topology)
+    for policy in POLICIES:
+        requests = bench.requests(policy)
+        _check(scheduler.support_requests(requests, INSTANCE_CELLS),
+               'the host supports vGPU:1 with policy %s' % policy)
+        key = (n, policy)
+        seconds, bench.loops[key] = timing.per_call(
+            lambda: scheduler.support_requests(requests, INSTANCE_CELLS),
+            bench.loops.get(key))
+        samples['query_' + policy] = seconds
 
-        seconds, report = timing.timed(tracker.sync, copy.deepcopy(records))
-        _check(not any(report), 'a resync without change changes nothing')
-        add('resync_nochange', seconds)
+    instances = [(str(uuid.uuid4()), bench.requests())
+                 for _ in range(CLAIMS)]
+    claimed = []
+    samples['claim'] = timing.batch(
+        lambda item: claimed.extend(tracker.claim_instance(
+            item[0], item[1], INSTANCE_CELLS)), instances)
+    _check(len(claimed) == CLAIMS and all(
+        d.dev_type == 'mdev-vf' and d.numa_node == 1 for d in claimed),
+        'each claim takes one vGPU slot on NUMA node 1')
+    freed = []
+    samples['free'] = timing.batch(
+        lambda item: freed.extend(tracker.free_instance(item[0])),
+        instances)
+    _check(len(freed) == CLAIMS, 'each free releases one device')
 
-        scheduler = bench.stats.PciDeviceStats.from_pools(
-            tracker.stats.to_pool_list(), bench.topology)
-        for policy in POLICIES:
-            requests = bench.requests(policy)
-            _check(scheduler.support_requests(requests, INSTANCE_CELLS),
-                   'the host supports vGPU:1 with policy %s' % policy)
-            seconds, loops[policy] = timing.per_call(
-                lambda: scheduler.support_requests(requests, INSTANCE_CELLS),
-                loops.get(policy))
-            add('query_' + policy, seconds)
-
-        instances = [(str(uuid.uuid4()), bench.requests())
-                     for _ in range(CLAIMS)]
-        claimed = []
-        add('claim', timing.batch(
-            lambda item: claimed.extend(tracker.claim_instance(
-                item[0], item[1], INSTANCE_CELLS)), instances))
-        _check(len(claimed) == CLAIMS and all(
-            d.dev_type == 'mdev-vf' and d.numa_node == 1 for d in claimed),
-            'each claim takes one vGPU slot on NUMA node 1')
-        freed = []
-        add('free', timing.batch(
-            lambda item: freed.extend(tracker.free_instance(item[0])),
-            instances))
-        _check(len(freed) == CLAIMS, 'each free releases one device')
-
-        seconds, report = timing.timed(tracker.sync, copy.deepcopy(without))
-        _check(report.removed == (gone,), 'the resync removes %s' % gone)
-        add('resync_removed', seconds)
-    return samples
+    without = [r for r in json.loads(text) if r['address'] != gone]
+    seconds, report = timing.timed(tracker.sync, without)
+    _check(report.removed == (gone,), 'the resync removes %s' % gone)
+    samples['resync_removed'] = seconds
+    return {'samples': samples, 'pools': len(pool_list)}
 
 
-def write_host(bench, host):
-    path = os.path.join(bench.workdir, 'host-%s-%d.xml' % (host.unit,
-                                                           host.size))
-    with open(path, 'w') as f:
-        f.write(hostgen.host_xml(host))
-    return path
-
-
-def run_discovery(bench, n, runs):
-    """{'libvirt_open': [...], 'discovery': [...]}, and the record count,
-    for a host of ``n`` node devices."""
+def one_discovery(bench, n, host_path):
+    """One sample of ``libvirt.open`` and of ``Host.discover``."""
     import libvirt
 
     from nova_pci_mdev.virt.libvirt import host as host_mod
 
-    host = hostgen.generate(n, unit='nodes')
-    path = write_host(bench, host)
-    expected = hostgen.records(host)
-    samples = {'libvirt_open': [], 'discovery': []}
-    for _ in range(runs):
-        seconds, conn = timing.timed(libvirt.open, 'test://' + path)
-        samples['libvirt_open'].append(seconds)
+    if n not in bench.expected:
+        bench.expected[n] = hostgen.records(hostgen.generate(n, unit='nodes'))
+    expected = bench.expected[n]
+    opened, conn = timing.timed(libvirt.open, 'test://' + host_path)
+    try:
         adapter = host_mod.Host(conn, nodename=hostgen.NODENAME)
         seconds, found = timing.timed(adapter.discover, bench.settings)
-        samples['discovery'].append(seconds)
-        _check(found == expected, 'discovery finds the generated devices')
+    finally:
         conn.close()
-    return samples, len(expected)
-
-
-def peak_rss(bench, n, unit):
-    """End to end on one host in this (fresh) process; peak RSS in KiB."""
-    import libvirt
-
-    from nova_pci_mdev.virt.libvirt import host as host_mod
-
-    host = hostgen.generate(n, unit=unit)
-    path = write_host(bench, host)
-    del host
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    conn = libvirt.open('test://' + path)
-    records = host_mod.Host(conn, nodename=hostgen.NODENAME).discover(
-        bench.settings)
-    tracker = bench.tracker()
-    tracker.sync(records)
-    tracker.sync(host_mod.Host(conn, nodename=hostgen.NODENAME).discover(
-        bench.settings))
-    scheduler = bench.stats.PciDeviceStats.from_pools(
-        tracker.stats.to_pool_list(), bench.topology)
-    for policy in POLICIES:
-        scheduler.support_requests(bench.requests(policy), INSTANCE_CELLS)
-    instances = [str(uuid.uuid4()) for _ in range(CLAIMS)]
-    for instance in instances:
-        tracker.claim_instance(instance, bench.requests(), INSTANCE_CELLS)
-    for instance in instances:
-        tracker.free_instance(instance)
-    tracker.pop_changes()
-    return {'records': len(records), 'devices': len(tracker.devices),
-            'baseline_kib': before,
-            'peak_kib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+    _check(found == expected, 'discovery finds the generated devices')
+    return {'samples': {'libvirt_open': opened, 'discovery': seconds},
+            'records': len(found)}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--input', help='JSON: {"sizes": [...], "runs": '
-                        '{N: runs}, "discovery_sizes": [...], '
-                        '"discovery_runs": n}')
-    parser.add_argument('--output', help='where to write the JSON results')
-    parser.add_argument('--rss', type=int, metavar='N',
-                        help='print the peak RSS of one host of N devices')
-    parser.add_argument('--unit', default='records',
-                        choices=('records', 'nodes'))
-    args = parser.parse_args(argv)
-    timing.quiet_eventlet()
+    parser.add_argument('--serve', action='store_true', required=True,
+                        help='answer JSON requests on stdin (one a line)')
+    parser.parse_args(argv)
+    texts = {}
+
+    def tracker(request):
+        path = request['records']
+        if path not in texts:
+            with open(path) as f:
+                texts[path] = f.read()
+        return one_run(bench, request['n'], texts[path])
+
     with tempfile.TemporaryDirectory(prefix='bench-ours-') as workdir:
         bench = Bench(workdir)
-        if args.rss:
-            json.dump(peak_rss(bench, args.rss, args.unit), sys.stdout)
-            print()
-            return 0
-        with open(args.input) as f:
-            plan = json.load(f)
-        results = {'tracker': {}, 'discovery': {}, 'discovery_records': {}}
-        for n in plan['sizes']:
-            results['tracker'][n] = run_tracker(bench, n,
-                                                plan['runs'][str(n)])
-            print('ours: %d devices done' % n, file=sys.stderr)
-        for n in plan.get('discovery_sizes', ()):
-            samples, count = run_discovery(bench, n, plan['discovery_runs'])
-            results['discovery'][n] = samples
-            results['discovery_records'][n] = count
-            print('ours: discovery of %d node devices done' % n,
-                  file=sys.stderr)
-    with open(args.output, 'w') as f:
-        json.dump(results, f)
+        timing.serve({
+            'tracker': tracker,
+            'discovery': lambda r: one_discovery(bench, r['n'], r['host']),
+        })
     return 0
 
 

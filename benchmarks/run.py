@@ -1,106 +1,86 @@
 """Run the benchmarks of nova-pci-mdev side by side with upstream Nova.
 
-    python -m benchmarks.run            # full: N = 100 .. 10,000, both sides,
-                                        # writes benchmarks/RESULTS.md
-    python -m benchmarks.run --quick    # N <= 1,000, ours only, < 1 minute
+    python -m benchmarks.run            # full: writes benchmarks/RESULTS.md
+                                        # and benchmarks/README.md
+    python -m benchmarks.run --quick    # N <= 1,000, ours only, a smoke test
     python -m benchmarks.run --quick --sides ours,nova
 
-Each side runs in a child process of its own interpreter: ours in this
-one (:mod:`benchmarks.ours`), Nova 34.0.0 in its own virtualenv
+Three worker processes answer one request per line
+(:func:`benchmarks.timing.serve`): ours in this interpreter
+(:mod:`benchmarks.ours`), Nova 34.0.0 in its own virtualenv
 (:mod:`benchmarks.nova_side`, default ``benchmarks/.nova-venv``, created
-with ``pip install nova==34.0.0 "SQLAlchemy<2.1"`` when missing). The
-sides run one after the other, never at the same time. The same synthetic
-hosts (:mod:`benchmarks.hostgen`) feed both.
+with ``pip install nova==34.0.0 "SQLAlchemy<2.1"`` when missing) and the
+floors (:mod:`benchmarks.floors`, standard library only). Per size the
+runner interleaves them run by run (ours, Nova, floor, ours, Nova, floor,
+...), so that both sides see the same machine load; one run is one sample
+of every workload. Then the real CLI process is measured
+(:mod:`benchmarks.cli`). One invocation writes both Markdown files
+(:mod:`benchmarks.report`).
 """
 
 import argparse
 import datetime
 import json
-import math
 import os
 import platform
 import subprocess
 import sys
 import tempfile
 
+from benchmarks import cli
 from benchmarks import hostgen
 from benchmarks import ours
-from benchmarks import timing
+from benchmarks import report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOVA_VENV = os.path.join(ROOT, 'benchmarks', '.nova-venv')
 NOVA_REQUIREMENTS = ('nova==34.0.0', 'SQLAlchemy<2.1')
 RESULTS = os.path.join(ROOT, 'benchmarks', 'RESULTS.md')
+README = os.path.join(ROOT, 'benchmarks', 'README.md')
 
 FULL_SIZES = (100, 1000, 3000, 10000)
 QUICK_SIZES = (100, 1000)
-OURS_RUNS = {100: 7, 1000: 7, 3000: 5, 10000: 5}
-NOVA_RUNS = {100: 5, 1000: 5, 3000: 3, 10000: 2}
+#: Runs per size, the same for every side (at least 3 for Nova).
+RUNS = {100: 5, 1000: 5, 3000: 3, 10000: 3}
 QUICK_RUNS = 3
 DISCOVERY_RUNS = 5
+CLI_SIZES = (1000, 3000, 10000)
+QUICK_CLI_SIZES = (100, 1000)
+CLI_RUNS = 3
+STARTUP_RUNS = 7
 
-WORKLOADS = (
-    ('first_sync', 'First sync (empty tracker, N device records)'),
-    ('resync_nochange', 'Resync, no change'),
-    ('resync_removed', 'Resync, one free VF removed'),
-) + tuple(
-    ('query_' + policy, 'Scheduler query, vGPU:1, policy %s' % policy)
-    for policy in ours.POLICIES
-) + (
-    ('claim', 'Claim vGPU:1 (per instance)'),
-    ('free', 'Free (per instance)'),
-)
-
-#: (workload, minimal Nova / ours ratio at 10,000 devices)
-RATIO_TARGETS = (('resync_nochange', 200), ('first_sync', 20)) + tuple(
-    ('query_' + policy, 20) for policy in ours.POLICIES) + (
-    ('claim', 10), ('free', 10))
-MAX_EXPONENT = 1.1
-MAX_DISCOVERY_SECONDS = 1.0
-DISCOVERY_TARGET_N = 10000
-MAX_RSS_MB = 200
-
-
-# -- helpers ----------------------------------------------------------------
 
 def log(message):
     print(message, file=sys.stderr, flush=True)
 
 
-def fmt_time(seconds):
-    if seconds is None:
-        return '-'
-    if seconds < 1e-3:
-        return '%.1f µs' % (seconds * 1e6)
-    if seconds < 1:
-        return '%.2f ms' % (seconds * 1e3)
-    return '%.2f s' % seconds
+class Worker:
+    """A child process answering JSON requests, one per line."""
+
+    def __init__(self, argv, what):
+        log('starting %s: %s' % (what, ' '.join(argv)))
+        self.what = what
+        self.proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+
+    def ask(self, op, **request):
+        request['op'] = op
+        self.proc.stdin.write(json.dumps(request) + '\n')
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit('%s failed (exit %s)' % (self.what,
+                                                      self.proc.wait()))
+        return json.loads(line)
+
+    def close(self):
+        self.proc.stdin.close()
+        if self.proc.wait():
+            raise SystemExit('%s failed (exit %d)' % (self.what,
+                                                      self.proc.returncode))
 
 
-def fmt_ratio(ratio):
-    return ('%.1fx' if ratio < 10 else '%.0fx') % ratio
-
-
-def exponent(times, low, high):
-    """Growth exponent k of t ~ N^k between sizes ``low`` and ``high``."""
-    if not times.get(low) or not times.get(high):
-        return None
-    return math.log(times[high] / times[low]) / math.log(high / low)
-
-
-def fmt_exponent(value):
-    return '-' if value is None else '%.2f' % value
-
-
-def run_child(argv, what):
-    log('running %s: %s' % (what, ' '.join(argv)))
-    done = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    if done.returncode:
-        raise SystemExit('%s failed (exit %d)' % (what, done.returncode))
-    return done.stdout
-
-
-def machine(nova_python=None):
+def machine():
     cpu = platform.processor() or platform.machine()
     try:
         with open('/proc/cpuinfo') as f:
@@ -126,9 +106,8 @@ def machine(nova_python=None):
     return info
 
 
-# -- Nova's virtualenv ------------------------------------------------------
-
 def ensure_nova_venv(path):
+    """The Python of a virtualenv with Nova 34.0.0, created if needed."""
     python = os.path.join(path, 'bin', 'python')
     probe = [python, '-c', 'import nova.pci.manager, nova.version; '
              'print(nova.version.version_string())']
@@ -146,199 +125,81 @@ def ensure_nova_venv(path):
     return python
 
 
-# -- the two sides ----------------------------------------------------------
+def write_inputs(workdir, sizes, discovery_sizes):
+    """Per size: the records (ours, floors), Nova's devices, the host."""
+    inputs = {}
+    for n in sizes:
+        host = hostgen.generate(n)
+        records = hostgen.records(host)
+        item = {'records': os.path.join(workdir, 'records-%d.json' % n),
+                'devices': os.path.join(workdir, 'nova-%d.json' % n),
+                'remove': ours.removed_address(records)}
+        with open(item['records'], 'w') as f:
+            json.dump(records, f)
+        with open(item['devices'], 'w') as f:
+            json.dump(hostgen.nova_devices(host), f)
+        inputs[n] = item
+    hosts = {}
+    for n in discovery_sizes:
+        hosts[n] = os.path.join(workdir, 'host-nodes-%d.xml' % n)
+        with open(hosts[n], 'w') as f:
+            f.write(hostgen.host_xml(hostgen.generate(n, unit='nodes')))
+    return inputs, hosts
 
-def run_ours(workdir, sizes, runs, discovery_sizes, discovery_runs):
-    plan = {'sizes': list(sizes), 'runs': {str(n): runs[n] for n in sizes},
-            'discovery_sizes': list(discovery_sizes),
-            'discovery_runs': discovery_runs}
-    plan_path = os.path.join(workdir, 'ours-plan.json')
-    out_path = os.path.join(workdir, 'ours-results.json')
-    with open(plan_path, 'w') as f:
-        json.dump(plan, f)
-    run_child([sys.executable, '-m', 'benchmarks.ours', '--input',
-               plan_path, '--output', out_path], 'nova-pci-mdev side')
-    with open(out_path) as f:
-        return json.load(f)
 
-
-def run_rss(n, unit):
-    out = run_child([sys.executable, '-m', 'benchmarks.ours', '--rss',
-                     str(n), '--unit', unit], 'peak RSS (%d %s)' % (n, unit))
-    return json.loads(out.strip().splitlines()[-1])
-
-
-def run_nova(workdir, python, sizes, runs):
+def nova_plan(workdir):
     plan = dict(hostgen.NOVA_PCI_OPTIONS, alias_name=hostgen.ALIAS_NAME,
                 numa_nodes=hostgen.NUMA_NODES,
                 instance_cells=list(ours.INSTANCE_CELLS),
-                policies=list(ours.POLICIES), claims=ours.CLAIMS, sizes=[])
-    for n in sizes:
-        host = hostgen.generate(n)
-        plan['sizes'].append({
-            'devices': hostgen.nova_devices(host),
-            'remove': ours.removed_address(hostgen.records(host)),
-            'runs': runs[n]})
-    plan_path = os.path.join(workdir, 'nova-plan.json')
-    out_path = os.path.join(workdir, 'nova-results.json')
-    with open(plan_path, 'w') as f:
+                policies=list(ours.POLICIES), claims=ours.CLAIMS)
+    path = os.path.join(workdir, 'nova-plan.json')
+    with open(path, 'w') as f:
         json.dump(plan, f)
-    run_child([python, '-m', 'benchmarks.nova_side', '--input', plan_path,
-               '--output', out_path], 'Nova 34.0.0 side')
-    with open(out_path) as f:
-        return json.load(f)
+    return path
 
 
-# -- report -----------------------------------------------------------------
-
-def medians(tracker_results):
-    """{workload: {N: median seconds}} and {N: number of samples}."""
-    out, counts = {}, {}
-    for n, workloads in (tracker_results or {}).items():
-        for name, samples in workloads.items():
-            out.setdefault(name, {})[int(n)] = timing.median(samples)
-            counts[int(n)] = len(samples)
-    return out, counts
-
-
-def growth_span(sizes):
-    sizes = sorted(sizes)
-    if 1000 in sizes and 10000 in sizes:
-        return 1000, 10000
-    return (sizes[0], sizes[-1]) if len(sizes) > 1 else (None, None)
-
-
-def render(info, sizes, ours_res, nova_res, rss, quick):
-    mine, my_runs = medians(ours_res['tracker'])
-    theirs, their_runs = medians(nova_res['tracker'] if nova_res else None)
-    low, high = growth_span(sizes)
-    lines = ['# Benchmarks: nova-pci-mdev vs upstream Nova 34.0.0', '']
-    if quick:
-        lines += ['Quick run (N <= 1,000): a smoke test, not the reference '
-                  'figures.', '']
-    lines += [
-        'Generated by `python -m benchmarks.run%s` (tox env `bench`); '
-        'how the workloads are built and what is timed: '
-        '[README.md](README.md).' % (' --quick' if quick else ''), '',
-        '| machine | |', '|---|---|',
-        '| date | %s |' % info['date'],
-        '| CPU | %s |' % info['cpu'],
-        '| cores | %s |' % info['cores'],
-        '| Python | %s (ours)%s |' % (
-            info['python'], ', %s (Nova venv)' % nova_res['python']
-            if nova_res else ''),
-        '| libvirt | %s (test driver, in process) |' % info['libvirt'],
-        '| Nova | %s |' % (nova_res['nova_version'] if nova_res
-                           else 'not run'),
-        '| load average (1/5/15 min) at start, end | %s; %s |' % (
-            info['load'], info['load_end']),
-        '', 'Times are medians of the %s time; runs per size: ours %s%s.'
-        % (CLOCKS[timing.CLOCK_NAME], _runs(my_runs),
-           '; Nova %s' % _runs(their_runs) if their_runs else ''),
-        'Ratio = Nova time / our time. Exponent k: t ~ N^k from %s to %s '
-        'devices.' % (_n(low), _n(high)), '']
-    for name, title in WORKLOADS:
-        lines += ['## %s' % title, '',
-                  '| N | nova-pci-mdev | Nova 34.0.0 | ratio |',
-                  '|---:|---:|---:|---:|']
-        for n in sizes:
-            a = mine.get(name, {}).get(n)
-            b = theirs.get(name, {}).get(n)
-            ratio = fmt_ratio(b / a) if a and b else '-'
-            lines.append('| %s | %s | %s | %s |' % (
-                _n(n), fmt_time(a), fmt_time(b), ratio))
-        lines.append('| exponent %s→%s | %s | %s | |' % (
-            _n(low), _n(high),
-            fmt_exponent(exponent(mine.get(name, {}), low, high)),
-            fmt_exponent(exponent(theirs.get(name, {}), low, high))))
-        lines.append('')
-
-    disc = {int(n): timing.median(s['discovery'])
-            for n, s in ours_res['discovery'].items()}
-    opened = {int(n): timing.median(s['libvirt_open'])
-              for n, s in ours_res['discovery'].items()}
-    dsizes = sorted(disc)
-    dlow, dhigh = growth_span(dsizes)
-    lines += ['## Discovery from the real libvirt test driver (ours only)',
-              '',
-              '`Host(conn).discover(settings)`: listAllDevices, XMLDesc of '
-              'every node device, parsing, device records. `libvirt.open` '
-              '(the test driver reading the host file) is timed apart.', '',
-              '| node devices | records | discover | libvirt.open |',
-              '|---:|---:|---:|---:|']
-    for n in dsizes:
-        lines.append('| %s | %s | %s | %s |' % (
-            _n(n), _n(ours_res['discovery_records'][str(n)]),
-            fmt_time(disc[n]), fmt_time(opened[n])))
-    lines += ['| exponent %s→%s | | %s | %s |' % (
-        _n(dlow), _n(dhigh), fmt_exponent(exponent(disc, dlow, dhigh)),
-        fmt_exponent(exponent(opened, dlow, dhigh))), '']
-
-    if rss:
-        lines += ['## Peak memory (ours only)', '',
-                  'One fresh process: libvirt test driver host, discovery, '
-                  'first sync, resync, the four queries, %d claims and frees.'
-                  ' RSS = `ru_maxrss`.' % ours.CLAIMS, '',
-                  '| host | records | RSS after imports | peak RSS |',
-                  '|---|---:|---:|---:|']
-        for label, item in rss:
-            lines.append('| %s | %s | %.1f MB | %.1f MB |' % (
-                label, _n(item['records']), item['baseline_kib'] / 1000.0,
-                item['peak_kib'] / 1000.0))
-        lines.append('')
-
-    if not quick:
-        lines += targets(mine, theirs, disc, rss, low, high)
-    return '\n'.join(lines) + '\n'
+def run_tracker(workers, inputs, runs):
+    """``{side: {N: [reply, ...]}}``, the sides interleaved run by run."""
+    results = {side: {} for side in workers}
+    for n, item in inputs.items():
+        for index in range(runs[n]):
+            for side, worker in workers.items():
+                if side == 'nova':
+                    reply = worker.ask('tracker', devices=item['devices'],
+                                       remove=item['remove'])
+                else:
+                    reply = worker.ask('tracker', n=n,
+                                       records=item['records'])
+                results[side].setdefault(n, []).append(reply)
+            log('tracker: %d devices, run %d of %d done' % (
+                n, index + 1, runs[n]))
+    return results
 
 
-CLOCKS = {'cpu': 'process CPU', 'wall': 'wall-clock'}
+def run_discovery(mine, floor, hosts, runs):
+    results = {'ours': {}, 'floor': {}}
+    for n, path in hosts.items():
+        for _ in range(runs):
+            results['ours'].setdefault(n, []).append(
+                mine.ask('discovery', n=n, host=path))
+            results['floor'].setdefault(n, []).append(
+                floor.ask('discovery', host=path))
+        log('discovery: %d node devices done' % n)
+    return results
 
 
-def _runs(counts):
-    return ', '.join('%s: %d' % (_n(n), counts[n]) for n in sorted(counts))
+def run_cli(workdir, sizes, runs, startup_runs):
+    hosts = {'sample': cli.sample_host(workdir)}
+    for n in sizes:
+        hosts[n] = cli.generated_host(workdir, n)
+    results = {}
+    for key, host in hosts.items():
+        results[key] = cli.run_host(host, runs, log)
+    return {'hosts': results,
+            'startup': cli.run_startup(workdir, startup_runs)}
 
 
-def _n(n):
-    return '-' if n is None else '{:,}'.format(n)
-
-
-def targets(mine, theirs, disc, rss, low, high):
-    rows = []
-    at = 10000
-    for name, minimum in RATIO_TARGETS:
-        a = mine.get(name, {}).get(at)
-        b = theirs.get(name, {}).get(at)
-        ratio = b / a if a and b else None
-        rows.append(('%s >= %dx faster than Nova at 10,000' % (
-            name, minimum), '-' if ratio is None else fmt_ratio(ratio),
-            ratio is not None and ratio >= minimum))
-    for name, _title in WORKLOADS:
-        k = exponent(mine.get(name, {}), low, high)
-        rows.append(('%s: exponent <= %.1f' % (name, MAX_EXPONENT),
-                     fmt_exponent(k), k is not None and k <= MAX_EXPONENT))
-    k = exponent(disc, *growth_span(sorted(disc)))
-    rows.append(('discovery: exponent <= %.1f' % MAX_EXPONENT,
-                 fmt_exponent(k), k is not None and k <= MAX_EXPONENT))
-    seconds = disc.get(DISCOVERY_TARGET_N)
-    rows.append(('discovery of 10,000 node devices < 1 s',
-                 fmt_time(seconds),
-                 seconds is not None and seconds < MAX_DISCOVERY_SECONDS))
-    for label, item in rss or ():
-        mb = item['peak_kib'] / 1000.0
-        rows.append(('peak RSS < %d MB (%s)' % (MAX_RSS_MB, label),
-                     '%.1f MB' % mb, mb < MAX_RSS_MB))
-    met = sum(1 for row in rows if row[2])
-    lines = ['## Targets', '', '%d of %d met.' % (met, len(rows)), '',
-             '| target | measured | met |', '|---|---:|---|']
-    lines += ['| %s | %s | %s |' % (what, value, 'yes' if ok else '**no**')
-              for what, value, ok in rows]
-    return lines + ['']
-
-
-# -- main -------------------------------------------------------------------
-
-def main(argv=None):
+def parse_args(argv):
     parser = argparse.ArgumentParser(
         description=__doc__.split('\n')[0],
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -350,55 +211,79 @@ def main(argv=None):
                         'ours with --quick)')
     parser.add_argument('--sizes', default=None,
                         help='comma-separated device counts')
+    parser.add_argument('--no-cli', action='store_true',
+                        help='skip the CLI process rows')
     parser.add_argument('--nova-venv', default=NOVA_VENV)
     parser.add_argument('--output', default=None,
-                        help='Markdown report (default: %s for a full run, '
-                        'none for --quick); "-" for stdout only'
-                        % os.path.relpath(RESULTS, ROOT))
+                        help='Markdown results (default: %s and %s for a '
+                        'full run, none for --quick); "-" for stdout only'
+                        % (os.path.relpath(RESULTS, ROOT),
+                           os.path.relpath(README, ROOT)))
     parser.add_argument('--json', default=None,
                         help='also write the raw samples here')
     args = parser.parse_args(argv)
+    args.sides = set((args.sides or ('ours' if args.quick else 'ours,nova'))
+                     .split(','))
+    if not args.sides <= {'ours', 'nova'} or 'ours' not in args.sides:
+        parser.error('--sides must be ours or ours,nova')
+    args.sizes = (tuple(int(s) for s in args.sizes.split(','))
+                  if args.sizes else
+                  QUICK_SIZES if args.quick else FULL_SIZES)
+    return args
 
-    sides = set((args.sides or ('ours' if args.quick else 'ours,nova'))
-                .split(','))
-    if not sides <= {'ours', 'nova'} or 'ours' not in sides:
-        parser.error('--sides must be ours or ours,nova, got %r' % args.sides)
-    sizes = (tuple(int(s) for s in args.sizes.split(',')) if args.sizes
-             else QUICK_SIZES if args.quick else FULL_SIZES)
-    runs_ours = {n: QUICK_RUNS if args.quick else OURS_RUNS.get(n, 5)
-                 for n in sizes}
-    runs_nova = {n: QUICK_RUNS if args.quick else NOVA_RUNS.get(n, 1)
-                 for n in sizes}
-    output = args.output or (None if args.quick else RESULTS)
 
-    nova_python = None
-    if 'nova' in sides:
-        nova_python = ensure_nova_venv(args.nova_venv)
-    info = machine()
+def main(argv=None):
+    args = parse_args(argv)
+    sizes = args.sizes
+    runs = {n: QUICK_RUNS if args.quick else RUNS.get(n, 3) for n in sizes}
+    cli_sizes = () if args.no_cli else (
+        QUICK_CLI_SIZES if args.quick else CLI_SIZES)
+    cli_runs = QUICK_RUNS if args.quick else CLI_RUNS
+    nova_python = (ensure_nova_venv(args.nova_venv)
+                   if 'nova' in args.sides else None)
+    results = {'machine': machine(), 'quick': args.quick,
+               'sizes': list(sizes), 'runs': runs,
+               'sides': sorted(args.sides)}
     with tempfile.TemporaryDirectory(prefix='bench-') as workdir:
-        ours_res = run_ours(workdir, sizes, runs_ours, sizes,
-                            QUICK_RUNS if args.quick else DISCOVERY_RUNS)
-        rss = []
-        largest = max(sizes)
-        rss.append(('%s device records' % _n(largest),
-                    run_rss(largest, 'records')))
-        if not args.quick:
-            rss.append(('%s node devices' % _n(largest),
-                        run_rss(largest, 'nodes')))
-        nova_res = None
+        inputs, hosts = write_inputs(workdir, sizes, sizes)
+        workers = {'ours': Worker([sys.executable, '-m', 'benchmarks.ours',
+                                   '--serve'], 'nova-pci-mdev side')}
         if nova_python:
-            nova_res = run_nova(workdir, nova_python, sizes, runs_nova)
-    info['load_end'] = '%.2f %.2f %.2f' % os.getloadavg()
-    report = render(info, sizes, ours_res, nova_res, rss, args.quick)
+            workers['nova'] = Worker(
+                [nova_python, '-m', 'benchmarks.nova_side', '--plan',
+                 nova_plan(workdir), '--serve'], 'Nova 34.0.0 side')
+            results['nova_about'] = workers['nova'].ask('about')
+        workers['floor'] = Worker([sys.executable, '-m', 'benchmarks.floors',
+                                   '--serve'], 'floors')
+        results['tracker'] = run_tracker(workers, inputs, runs)
+        results['discovery'] = run_discovery(
+            workers['ours'], workers['floor'], hosts,
+            QUICK_RUNS if args.quick else DISCOVERY_RUNS)
+        for worker in workers.values():
+            worker.close()
+        if cli_sizes:
+            results['cli'] = run_cli(workdir, cli_sizes, cli_runs,
+                                     QUICK_RUNS if args.quick
+                                     else STARTUP_RUNS)
+    results['machine']['load_end'] = '%.2f %.2f %.2f' % os.getloadavg()
     if args.json:
         with open(args.json, 'w') as f:
-            json.dump({'machine': info, 'ours': ours_res, 'nova': nova_res,
-                       'rss': rss}, f, indent=1)
-    print(report)
-    if output and output != '-':
-        with open(output, 'w') as f:
-            f.write(report)
-        log('wrote %s' % output)
+            json.dump(results, f, indent=1)
+    return write_reports(results, args.output, args.quick)
+
+
+def write_reports(results, output, quick):
+    text = report.results_md(results)
+    print(text)
+    if output == '-' or (output is None and quick):
+        return 0
+    with open(output or RESULTS, 'w') as f:
+        f.write(text)
+    log('wrote %s' % (output or RESULTS))
+    if output is None:
+        with open(README, 'w') as f:
+            f.write(report.readme_md(results))
+        log('wrote %s' % README)
     return 0
 
 

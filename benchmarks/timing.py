@@ -26,6 +26,35 @@ MIN_SAMPLE_SECONDS = 0.02
 MAX_LOOPS = 20000
 
 
+def load():
+    """The machine's 1-minute load average (logged with every sample)."""
+    return os.getloadavg()[0]
+
+
+def serve(handlers, stdin=None, stdout=None):
+    """Answer JSON requests, one per line, until end of input.
+
+    Each request is ``{"op": NAME, ...}``; ``handlers[NAME](request)``
+    returns a JSON-able dict, written back as one line with the 1-minute
+    load average before and after (``load``). The runner keeps one such
+    process per side alive, so that it can interleave the sides sample by
+    sample without paying their imports again.
+    """
+    import json
+    import sys
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    for line in stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        before = load()
+        reply = handlers[request['op']](request)
+        reply['load'] = [before, load()]
+        stdout.write(json.dumps(reply) + '\n')
+        stdout.flush()
+
+
 def quiet_eventlet():
     """oslo.service and Nova import eventlet, which warns on import that it
     is deprecated; the benchmarks' output has no use for that."""

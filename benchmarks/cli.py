@@ -1,0 +1,177 @@
+"""The operator's view: the real ``nova-pci-mdev`` process, measured.
+
+Every sample is one run of the console script of this virtualenv (the
+same file an operator runs), started with ``posix_spawn`` and reaped with
+``wait4``, whose resource usage gives the child's own CPU time (user +
+system), its peak RSS (``ru_maxrss``) and, with the clock around it, its
+wall time. stdout goes to a file (what a redirect costs), is checked after
+the run, untimed, and thrown away.
+
+Hosts: the bundled sample host (no ``--connection``) and generated hosts
+of N node devices (:func:`benchmarks.hostgen.host_xml` as a ``test:///``
+file with :data:`benchmarks.hostgen.NOVA_CONF`), each with a state
+directory of its own. ``first run`` is ``devices`` on an empty state
+directory (every device is new to the store); every other row is a run on
+a state directory that a previous run filled, as an operator's is.
+
+Start-up: ``python -c 'import oslo_versionedobjects.base'`` (what any
+command that builds versioned objects must pay: it imports oslo.messaging
+and eventlet), ``nova-pci-mdev --help`` and ``devices`` on the sample
+host, interleaved.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+
+from benchmarks import hostgen
+
+INSTANCE = '6e9f3c1a-0b2d-4e5f-8a7b-9c0d1e2f3a4b'
+CLAIM = ('claim', '--extra-spec', 'pci_passthrough:alias=%s:1'
+         % hostgen.ALIAS_NAME, '--instance', INSTANCE)
+RELEASE = ('release', '--instance', INSTANCE)
+OVO_IMPORT = 'import oslo_versionedobjects.base'
+
+
+def _first_line_has(text):
+    return lambda out: out.startswith(text)
+
+
+def _json_list(out):
+    return isinstance(json.loads(out), list)
+
+
+#: (label, argv after the global options, check of stdout)
+COMMANDS = (
+    ('check-config', ('check-config',), lambda out: bool(out)),
+    ('devices', ('devices',), _first_line_has('host ')),
+    ('devices --format json', ('--format', 'json', 'devices'), _json_list),
+    ('pools', ('pools',), _first_line_has('numa_node')),
+    ('inventory', ('inventory',), _first_line_has('compute node')),
+    ('claim', CLAIM, lambda out: ' claimed 1 device(s)' in out),
+    ('release', RELEASE, lambda out: ' released 1 device(s)' in out),
+)
+
+
+@dataclasses.dataclass
+class Sample:
+    cpu: float          # seconds, user + system of the child
+    wall: float         # seconds
+    rss_kib: int        # ru_maxrss of the child
+    load: float         # 1-minute load average when it started
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+def cli_argv():
+    """The console script next to this interpreter (the virtualenv's)."""
+    script = os.path.join(os.path.dirname(sys.executable), 'nova-pci-mdev')
+    if os.access(script, os.X_OK):
+        return [script]
+    return [sys.executable, '-m', 'nova_pci_mdev.cli']
+
+
+def measure(argv, out_path, check=None):
+    """Run ``argv`` once; a :class:`Sample`. Fails loudly on a non-zero
+    exit or when ``check(stdout)`` is false."""
+    err_path = out_path + '.stderr'
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+               (os.POSIX_SPAWN_OPEN, 1, out_path, flags, 0o600),
+               (os.POSIX_SPAWN_OPEN, 2, err_path, flags, 0o600)]
+    load = os.getloadavg()[0]
+    start = time.perf_counter()
+    pid = os.posix_spawn(argv[0], list(argv), os.environ,
+                         file_actions=actions)
+    _, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    with open(out_path) as f:
+        out = f.read()
+    with open(err_path) as f:
+        err = f.read()
+    if code != 0 or (check is not None and not check(out)):
+        raise SystemExit('benchmark: %s exited %d\nstdout: %s\nstderr: %s'
+                         % (' '.join(argv), code, out[:2000], err[:2000]))
+    return Sample(cpu=usage.ru_utime + usage.ru_stime, wall=wall,
+                  rss_kib=usage.ru_maxrss, load=load)
+
+
+class CliHost:
+    """One host the CLI runs on, with its state directory."""
+
+    def __init__(self, workdir, label, connection_args):
+        self.workdir = workdir
+        self.label = label
+        self.connection_args = list(connection_args)
+        self.state_dir = os.path.join(workdir, 'state-%s' % label)
+        self.out = os.path.join(workdir, 'out-%s.txt' % label)
+
+    def argv(self, state_dir, command):
+        return (cli_argv() + self.connection_args +
+                ['--state-dir', state_dir] + list(command))
+
+    def run(self, command, check=None, state_dir=None):
+        return measure(self.argv(state_dir or self.state_dir, command),
+                       self.out, check)
+
+    def first_run(self, index):
+        """``devices`` on an empty state directory."""
+        fresh = os.path.join(self.workdir, 'fresh-%s-%d' % (self.label,
+                                                            index))
+        try:
+            return self.run(('devices',), COMMANDS[1][2], state_dir=fresh)
+        finally:
+            shutil.rmtree(fresh, ignore_errors=True)
+
+
+def generated_host(workdir, n):
+    path = os.path.join(workdir, 'cli-host-%d.xml' % n)
+    with open(path, 'w') as f:
+        f.write(hostgen.host_xml(hostgen.generate(n, unit='nodes')))
+    conf = os.path.join(workdir, 'cli-nova.conf')
+    with open(conf, 'w') as f:
+        f.write(hostgen.NOVA_CONF)
+    return CliHost(workdir, str(n), ['--connection', 'test://' + path,
+                                     '--config-file', conf])
+
+
+def sample_host(workdir):
+    return CliHost(workdir, 'sample', [])
+
+
+def run_host(host, runs, log):
+    """``{'first run': [...], command label: [...]}`` of Sample dicts."""
+    results = {'first run': []}
+    for index in range(runs):
+        results['first run'].append(host.first_run(index).to_dict())
+    host.run(('devices',), COMMANDS[1][2])      # fills the state dir
+    for index in range(runs):
+        for label, command, check in COMMANDS:
+            results.setdefault(label, []).append(
+                host.run(command, check).to_dict())
+        log('cli: %s host, round %d of %d done'
+            % (host.label, index + 1, runs))
+    return results
+
+
+def run_startup(workdir, runs):
+    """Interleaved samples of the oslo.versionedobjects import, --help and
+    ``devices`` on the sample host (warm state directory)."""
+    host = sample_host(workdir)
+    host.run(('devices',), COMMANDS[1][2])
+    out = os.path.join(workdir, 'out-startup.txt')
+    results = {'ovo_import': [], 'help': [], 'devices': []}
+    for _ in range(runs):
+        results['ovo_import'].append(measure(
+            [sys.executable, '-c', OVO_IMPORT], out).to_dict())
+        results['help'].append(measure(
+            cli_argv() + ['--help'], out,
+            lambda text: 'usage: nova-pci-mdev' in text).to_dict())
+        results['devices'].append(host.run(('devices',),
+                                           COMMANDS[1][2]).to_dict())
+    return results
