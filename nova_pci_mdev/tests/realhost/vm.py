@@ -23,6 +23,7 @@ from nova_pci_mdev.tests.realhost import steps
 QEMU = 'qemu-system-x86_64'
 MEMORY_MB = 2048
 CPUS = 2
+TCG = 'tcg,thread=multi'
 
 
 def _qemu_base(accel, kernel, serial, append, memory=MEMORY_MB):
@@ -66,13 +67,13 @@ def probe_kvm(log, kernel, workdir, timeout=30):
 def choose_accel(log, wanted, kernel, workdir):
     """``(accel, reason)`` for ``wanted`` in auto/kvm/tcg."""
     if wanted == 'tcg':
-        return 'tcg', 'asked for'
+        return TCG, 'asked for'
     ok, reason = probe_kvm(log, kernel, workdir)
     if ok:
         return 'kvm', reason
     if wanted == 'kvm':
         raise steps.StepFailed('choose the accelerator', reason)
-    return 'tcg,thread=multi', reason + '; using TCG'
+    return TCG, reason + '; using TCG'
 
 
 def make_overlay(log, disk, overlay):

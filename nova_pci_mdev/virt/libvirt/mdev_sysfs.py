@@ -10,8 +10,14 @@ Layout used (the kernel's, relative to a configurable ``root``)::
         remove
 
 Creating writes the UUID to ``<type>/create``; removing writes ``1`` to the
-mdev's ``remove``. Invariants: the UUID, parent and type are validated before
-a path is built from them; a path that resolves outside ``<root>/sys`` is
+mdev's ``remove``, unless a process holds the mdev's VFIO group
+(``/dev/vfio/<iommu_group>``, found in ``<root>/proc/*/fd``) open: the
+kernel (6.1, mtty) does not refuse such a removal, it blocks the writer
+until the holder (QEMU) lets go and then removes the mdev under it, so
+the backend refuses with ``EBUSY`` instead, naming the holders.
+
+Invariants: the UUID, parent and type are validated before a path is built
+from them; a path that resolves outside ``<root>/sys`` is
 refused; attribute files are opened without ``O_CREAT`` (a missing parent or
 type is ``ENOENT``, never a stray plain file); every ``OSError`` becomes an
 ``MdevError`` naming the UUID, the parent and the errno text.
@@ -114,6 +120,22 @@ class SysfsBackend(mdev.MdevBackend):
             raise mdev.os_error(exc, info.uuid, info.parent,
                                 'create of type %s' % info.mdev_type)
 
+    def holders(self, uuid):
+        """PIDs (sorted) that hold mdev ``uuid``'s VFIO group or device
+        open, read from ``<root>/proc/<pid>/fd``; [] without a group."""
+        link = os.path.join(self._bus_dir(), names.normalize_uuid(uuid))
+        targets = set()
+        for attr, dev in (('iommu_group', '/dev/vfio/%s'),
+                          ('vfio-dev', '/dev/vfio/devices/%s')):
+            path = os.path.join(link, attr)
+            try:
+                entries = ([os.path.basename(os.readlink(path))]
+                           if attr == 'iommu_group' else os.listdir(path))
+            except OSError:
+                continue
+            targets.update(dev % name for name in entries)
+        return _pids_holding(os.path.join(self.root, 'proc'), targets)
+
     def remove(self, uuid):
         uuid = names.normalize_uuid(uuid)
         link = os.path.join(self._bus_dir(), uuid)
@@ -127,6 +149,13 @@ class SysfsBackend(mdev.MdevBackend):
                 reason='remove failed: no such mdev under %s'
                        % self._bus_dir())
         self._guard(path, uuid, parent)
+        held = self.holders(uuid)
+        if held:
+            raise exception.MdevError(
+                uuid=uuid, parent=parent, errno='EBUSY',
+                reason='remove refused: in use by process(es) %s holding '
+                       'its VFIO group (the kernel would block the removal '
+                       'until they let go)' % ', '.join(map(str, held)))
         try:
             self._write(path, '1')
         except OSError as exc:
@@ -161,3 +190,32 @@ class SysfsBackend(mdev.MdevBackend):
                 reason='%s holds %r, expected a non-negative integer'
                        % (path, text))
         return value
+
+
+def _pids_holding(proc, targets):
+    """PIDs under ``proc`` with a descriptor whose link is in ``targets``.
+
+    Linear in the number of open descriptors; processes that end or deny
+    access while being read are skipped.
+    """
+    if not targets:
+        return []
+    try:
+        pids = [e.name for e in os.scandir(proc) if e.name.isdigit()]
+    except OSError:
+        return []
+    found = []
+    for pid in pids:
+        fd_dir = os.path.join(proc, pid, 'fd')
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(os.path.join(fd_dir, fd)) in targets:
+                    found.append(int(pid))
+                    break
+            except OSError:
+                continue
+    return sorted(found)

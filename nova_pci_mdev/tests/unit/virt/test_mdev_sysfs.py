@@ -151,6 +151,51 @@ class TestSysfsBackend(SysfsCase):
         self.tree.fail_next('remove', errno.ENOENT)   # vanished meanwhile
         self.assertRaises(exception.MdevNotFound, self.backend.remove, U1)
 
+    def test_remove_of_a_held_mdev_is_refused_not_blocked(self):
+        # The real kernel (6.1, mtty, found by tools/realhost) blocks a
+        # write to 'remove' while QEMU holds the mdev, then removes it
+        # under the guest: the backend must refuse before writing.
+        self.backend.create(U1, 'mtty', 'mtty-1')
+        self.backend.create(U2, 'mtty', 'mtty-1')
+        self.assertEqual([], self.backend.holders(U1))
+        self.tree.hold(U1, pid=777)
+        self.assertEqual([777], self.backend.holders(U1))
+        self.assertEqual([], self.backend.holders(U2))
+        writes = len(self.tree.writes)
+        exc = self.assertRaises(exception.MdevError, self.backend.remove, U1)
+        self.assertEqual('EBUSY', exc.kwargs['errno'])
+        for part in (U1, 'mtty', '777', 'in use'):
+            self.assertIn(part, str(exc))
+        self.assertEqual(writes, len(self.tree.writes))
+        self.assertEqual({U1, U2}, set(self.tree.mdevs()))
+        self.backend.remove(U2)
+        self.tree.let_go(U1)
+        self.backend.remove(U1)
+        self.assertEqual({}, self.tree.mdevs())
+
+    def test_the_fixture_never_lets_a_held_mdev_go_silently(self):
+        self.tree.add_mdev(U1, GPU, 'nvidia-35')
+        self.tree.hold(U1)
+        path = os.path.join(self.tree.root, 'sys/bus/mdev/devices', U1,
+                            'remove')
+        self.assertRaises(sysfs.KernelWouldBlock, self.tree.write, path, '1')
+        self.assertEqual({U1}, set(self.tree.mdevs()))
+        self.tree.reboot()
+        self.assertEqual({}, self.tree.mdevs())
+
+    def test_a_full_parent_fails_with_its_drivers_errno(self):
+        # mtty refuses in its probe with ENOSPC; the mdev core says EUSERS
+        # only for drivers without get_available.
+        tree = self.useFixture(sysfs.SysfsTree())
+        tree.add_parent('mtty', {'mtty-2': 1}, virtual=True,
+                        full_errno=errno.ENOSPC)
+        backend = mdev_sysfs.SysfsBackend(tree.root, writer=tree.write)
+        backend.create(U1, 'mtty', 'mtty-2')
+        exc = self.assertRaises(exception.MdevError, backend.create, U2,
+                                'mtty', 'mtty-2')
+        self.assertEqual('ENOSPC', exc.kwargs['errno'])
+        self.assertEqual({U1}, set(tree.mdevs()))
+
     def test_remove_missing(self):
         exc = self.assertRaises(exception.MdevNotFound, self.backend.remove,
                                 U1)
