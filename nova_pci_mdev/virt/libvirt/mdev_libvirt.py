@@ -128,14 +128,28 @@ class LibvirtNodeDeviceBackend(mdev.MdevBackend):
             self._virtual = found
         return self._virtual
 
-    def _node_name(self, parent):
-        """Node name of the parent at address ``parent`` (validated)."""
+    def _node_name(self, parent, refresh=False):
+        """Node name of the parent at address ``parent`` (validated); None
+        for a virtual parent libvirt does not list (its driver is not
+        loaded): its node name cannot be guessed (libvirt 9.0 calls mtty
+        ``mtty_mtty``). ``refresh`` skips the cache."""
         if names.is_pci_address(parent):
             return nodenames.pci_node_name(parent)
-        node = self._virtual_parents().get(parent)
+        node = None if refresh else self._virtual_parents().get(parent)
         if node is None:
-            node = self._virtual_parents(refresh=True).get(parent, parent)
+            node = self._virtual_parents(refresh=True).get(parent)
         return node
+
+    def _gone(self, parent):
+        """True when ``parent`` is a virtual parent libvirt lists no more
+        (asked after a failure: the cached node name may be stale)."""
+        return (not names.is_pci_address(parent)
+                and self._node_name(parent, refresh=True) is None)
+
+    @staticmethod
+    def _unlisted(parent):
+        return ('libvirt lists no mdev parent with address %s (driver '
+                'unloaded or device gone?)' % parent)
 
     def _address(self, found):
         """Address of the parent of a parsed :class:`nodedev.Mdev` (the
@@ -197,10 +211,18 @@ class LibvirtNodeDeviceBackend(mdev.MdevBackend):
             return
         persistent = self.persistent()      # before creating anything
         node = self._node_name(info.parent)
+        gone = exception.MdevError(
+            uuid=info.uuid, parent=info.parent, errno='ENODEV',
+            reason='cannot create type %s: %s' % (
+                info.mdev_type, self._unlisted(info.parent)))
+        if node is None:
+            raise gone
         xml = mdev_device_xml(info.uuid, node, info.mdev_type)
         try:
             dev = self._conn.nodeDeviceCreateXML(xml, 0)
         except self._errors as exc:
+            if self._gone(info.parent):
+                raise gone from exc
             raise self._fail(info.uuid, info.parent,
                              'nodeDeviceCreateXML of type %s under %s'
                              % (info.mdev_type, node), exc)
@@ -266,10 +288,18 @@ class LibvirtNodeDeviceBackend(mdev.MdevBackend):
         parent = names.normalize_address(parent)
         mdev_type = names.validate_mdev_type(mdev_type)
         node = self._node_name(parent)
+        if node is None:
+            raise exception.MdevTypeError(
+                mdev_type=mdev_type, parent=parent, errno='ENODEV',
+                reason=self._unlisted(parent))
         try:
             found = nodedev.parse_node_device(
                 self._conn.nodeDeviceLookupByName(node).XMLDesc(0), node)
         except self._errors as exc:
+            if self._gone(parent):
+                raise exception.MdevTypeError(
+                    mdev_type=mdev_type, parent=parent, errno='ENODEV',
+                    reason=self._unlisted(parent)) from exc
             raise exception.MdevTypeError(
                 mdev_type=mdev_type, parent=parent, errno=None,
                 reason=self._libvirt.reason(exc, 'node device %s' % node))

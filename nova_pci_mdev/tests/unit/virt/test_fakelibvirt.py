@@ -33,11 +33,13 @@ except ImportError:  # pragma: no cover - libvirt-python is a dev dependency
 
 U1 = '4b20d080-1b54-4048-85b3-a6a62d165c01'
 U2 = '0c2e1b6a-65a6-4d4c-9c1a-2f7f2b0e7d11'
+U3 = '7e5a2c7d-2b3e-4f0f-9a51-3c1a6e0c9d42'
 GPU = 'pci_0000_84_00_0'
 PF = 'pci_0000_81_00_0'
 VFS = ['pci_0000_81_02_0', 'pci_0000_81_02_1']
 NVME = 'pci_0000_05_00_0'
 MDEV1 = 'mdev_4b20d080_1b54_4048_85b3_a6a62d165c01_0000_84_00_0'
+MTTY = 'mtty_mtty'   # libvirt 9.0's node name for the kernel's mtty
 NODEDEV_RNG = '/usr/share/libvirt/schemas/nodedev.rng'
 
 
@@ -71,15 +73,15 @@ def available(conn, node, mdev_type):
 class ListAllDevicesTest(testtools.TestCase):
 
     FLAGS = [
-        (0, {'computer', GPU, 'mtty', PF, NVME, MDEV1} | set(VFS)),
+        (0, {'computer', GPU, MTTY, PF, NVME, MDEV1} | set(VFS)),
         (fake.VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV,
          {GPU, PF, NVME} | set(VFS)),
-        (fake.VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES, {GPU, 'mtty'}),
+        (fake.VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES, {GPU, MTTY}),
         (fake.VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV, {MDEV1}),
         (fake.VIR_CONNECT_LIST_NODE_DEVICES_CAP_SYSTEM, {'computer'}),
         (fake.VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV |
          fake.VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES,
-         {GPU, 'mtty', MDEV1}),
+         {GPU, MTTY, MDEV1}),
         (fake.VIR_CONNECT_LIST_NODE_DEVICES_CAP_NET, set()),
     ]
 
@@ -106,7 +108,7 @@ class ListAllDevicesTest(testtools.TestCase):
     def test_list_caps_and_parent(self):
         conn = build_host().connect()
         cases = [(GPU, ['pci', 'mdev_types'], 'computer'),
-                 ('mtty', ['mdev_types'], 'computer'),
+                 (MTTY, ['mdev_types'], 'computer'),
                  (VFS[0], ['pci'], 'computer'),
                  (MDEV1, ['mdev'], GPU),
                  ('computer', ['system'], None)]
@@ -166,7 +168,7 @@ class NodeDeviceXmlTest(testtools.TestCase):
                 .add_virtual_parent('mdpy', {'mdpy-1': 2}, form='flat',
                                     node_name='mdpy_mdpy'))
         conn = host.connect()
-        nested = self._root(conn, 'mtty')
+        nested = self._root(conn, MTTY)
         self.assertEqual('4', nested.findtext(
             "capability[@type='mdev_types']/capability[@type='mdev_types']"
             "/type/availableInstances"))
@@ -196,7 +198,7 @@ class NodeDeviceXmlTest(testtools.TestCase):
         conn = host.connect()
         tmp = self.useFixture(fixtures.TempDir()).path
         for dev in conn.listAllDevices(0):
-            if dev.name() == 'mtty':
+            if dev.name() == MTTY:
                 continue  # top-level mdev_types: newer than libvirt 9
             path = os.path.join(tmp, dev.name() + '.xml')
             with open(path, 'w') as f:
@@ -213,7 +215,7 @@ class NodeDeviceXmlTest(testtools.TestCase):
             self.skipTest('libvirt-python is not installed')
         libvirt.registerErrorHandler(lambda *a: None, None)
         conn = build_host().connect()
-        devices = [d for d in conn.listAllDevices(0) if d.name() != 'mtty']
+        devices = [d for d in conn.listAllDevices(0) if d.name() != MTTY]
         tmp = self.useFixture(fixtures.TempDir()).path
         path = os.path.join(tmp, 'host.xml')
         with open(path, 'w') as f:
@@ -223,7 +225,7 @@ class NodeDeviceXmlTest(testtools.TestCase):
         self.addCleanup(real.close)
         for flags, _ in ListAllDevicesTest.FLAGS:
             self.assertEqual(
-                {d.name() for d in conn.listAllDevices(flags)} - {'mtty'},
+                {d.name() for d in conn.listAllDevices(flags)} - {MTTY},
                 {d.name() for d in real.listAllDevices(flags)},
                 'flags %#x' % flags)
 
@@ -252,10 +254,51 @@ class MdevLifecycleTest(testtools.TestCase):
 
     def test_create_without_uuid_generates_one(self):
         dev = self.conn.nodeDeviceCreateXML(
-            mdev_xml(parent='mtty', mdev_type='mtty-1', uuid=None), 0)
+            mdev_xml(parent=MTTY, mdev_type='mtty-1', uuid=None), 0)
         root = ElementTree.fromstring(dev.XMLDesc(0))
         uuid_lib.UUID(root.findtext('capability/uuid'))
-        self.assertEqual(3, available(self.conn, 'mtty', 'mtty-1'))
+        self.assertEqual(3, available(self.conn, MTTY, 'mtty-1'))
+
+    def test_destroying_an_mdev_a_running_domain_holds_is_refused(self):
+        # libvirt 9.0 on the real host (tools/realhost) refuses at once.
+        dev = self.conn.nodeDeviceLookupByName(MDEV1)
+        xml = ("<domain type='qemu'><name>g</name><devices><hostdev "
+               "mode='subsystem' type='mdev' model='vfio-pci'><source>"
+               "<address uuid='%s'/></source></hostdev></devices></domain>"
+               % U1.upper())
+        dom = self.conn.defineXML(xml)
+        dom.create()
+        e = self.assertRaises(fake.libvirtError, dev.destroy)
+        self.assertEqual(fake.VIR_ERR_INTERNAL_ERROR, e.get_error_code())
+        self.assertIn("Unable to destroy '%s': device in use" % MDEV1,
+                      str(e))
+        self.assertEqual(1, dev.isActive())
+        dom.destroy()
+        dev.destroy()
+        self.assertNotIn(MDEV1, self.host.devices)
+
+    def test_an_unloaded_parent_keeps_its_defined_mdevs_inactive(self):
+        self.host.add_mdev(U2, 'mtty', 'mtty-1', persistent=True,
+                           autostart=True)
+        self.host.add_mdev(U3, 'mtty', 'mtty-1')
+        name = self.host.device_name(U2)
+        self.host.remove_device('mtty')             # rmmod mtty
+        listed = {d.name(): d.isActive() for d in self.conn.listAllDevices(
+            fake.VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV)}
+        self.assertEqual({name: 0, MDEV1: 1}, listed)
+        dev = self.conn.nodeDeviceLookupByName(name)
+        e = self.assertRaises(fake.libvirtError, dev.create)
+        self.assertIn("mdev parent device 'mtty_mtty'", str(e))
+        self.host.add_virtual_parent('mtty', types={'mtty-1': 4})
+        self.assertEqual(0, dev.isActive())         # no autostart then
+        dev.create()
+        self.assertEqual(1, dev.isActive())
+
+    def test_mdev_xml_names_the_parent_address(self):
+        root = ElementTree.fromstring(
+            self.conn.nodeDeviceLookupByName(MDEV1).XMLDesc(0))
+        self.assertEqual('0000:84:00.0', root.findtext(
+            'capability/parent_addr'))
 
     def test_define_create_undefine_destroy(self):
         dev = self.conn.nodeDeviceDefineXML(mdev_xml(), 0)
@@ -291,10 +334,13 @@ class MdevLifecycleTest(testtools.TestCase):
         self.assertEqual(15, available(self.conn, GPU, 'nvidia-35'))
 
     ERRORS = [
-        ('no room', mdev_xml(parent='mtty', mdev_type='mtty-1'), 5,
+        ('no room', mdev_xml(parent=MTTY, mdev_type='mtty-1'), 5,
          fake.VIR_ERR_OPERATION_FAILED),
         ('unknown parent', mdev_xml(parent='pci_0000_99_00_0'), 1,
-         fake.VIR_ERR_NO_NODE_DEVICE),
+         fake.VIR_ERR_CONFIG_UNSUPPORTED),
+        ('an address, not a node name', mdev_xml(parent='mtty',
+                                                 mdev_type='mtty-1'), 1,
+         fake.VIR_ERR_CONFIG_UNSUPPORTED),
         ('not a parent', mdev_xml(parent=NVME), 1,
          fake.VIR_ERR_NO_NODE_DEVICE),
         ('unsupported type', mdev_xml(mdev_type='nvidia-99'), 1,

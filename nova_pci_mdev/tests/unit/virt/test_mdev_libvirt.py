@@ -134,6 +134,45 @@ class TestLibvirtBackend(testtools.TestCase):
                          {u: tuple(i) for u, i in backend.list().items()})
         self.assertEqual(1, backend.available('mtty', 'mtty-1'))
 
+    def test_an_unloaded_virtual_parent_is_named_not_guessed(self):
+        # Found by tools/realhost: with mtty unloaded libvirt 9.0 lists no
+        # mtty_mtty; passing the address 'mtty' as a node name only gave
+        # "invalid parent device 'mtty'".
+        host, cached = self.world()
+        self.assertEqual(2, cached.available('mtty', 'mtty-1'))
+        host.remove_device('mtty')
+        fresh = mdev_libvirt.LibvirtNodeDeviceBackend(host.connect())
+        for backend, calls in ((fresh, 0), (cached, 1)):
+            before = host.calls['nodeDeviceCreateXML']
+            exc = self.assertRaises(exception.MdevError, backend.create, U1,
+                                    'mtty', 'mtty-1')
+            self.assertEqual('ENODEV', exc.kwargs['errno'])
+            for part in (U1, 'mtty', 'libvirt lists no mdev parent'):
+                self.assertIn(part, str(exc))
+            self.assertEqual(calls,
+                             host.calls['nodeDeviceCreateXML'] - before)
+            exc = self.assertRaises(exception.MdevTypeError,
+                                    backend.available, 'mtty', 'mtty-1')
+            self.assertEqual('ENODEV', exc.kwargs['errno'])
+        self.assertEqual({}, mdevs_of(host))
+
+    def test_remove_of_an_mdev_a_running_domain_holds_is_refused(self):
+        host, backend = self.world()
+        backend.create(U1, 'mtty', 'mtty-1')
+        conn = host.connect()
+        dom = conn.defineXML(
+            "<domain type='qemu'><name>g</name><devices><hostdev "
+            "mode='subsystem' type='mdev'><source><address uuid='%s'/>"
+            "</source></hostdev></devices></domain>" % U1)
+        dom.create()
+        exc = self.assertRaises(exception.MdevError, backend.remove, U1)
+        for part in (U1, 'mtty', 'device in use'):
+            self.assertIn(part, str(exc))
+        self.assertEqual({U1}, set(backend.list()))
+        dom.destroy()
+        backend.remove(U1)
+        self.assertEqual({}, backend.list())
+
     def test_create_starts_defined_inactive_mdev(self):
         host, backend = self.world()
         host.add_mdev(U1, GPU, 'nvidia-35', active=False, persistent=True)
