@@ -136,7 +136,6 @@ def cmd_check_config(args, out):
 def cmd_devices(args, out):
     settings = load_settings(args)
     compute = build_compute_host(args, settings)
-    _report, recreated = compute.sync()
     snap = compute.snapshot()
     unlisted = {d.address for d in snap.unlisted}
     everything = snap.devices + snap.unlisted
@@ -148,10 +147,9 @@ def cmd_devices(args, out):
         out.write('host %s: %d devices (%d whitelisted), %d instance(s)\n' % (
             compute.nodename, len(everything), len(snap.devices),
             len(snap.instances)))
-        for uuid in recreated.recreated:
-            out.write('recreated vanished mdev %s\n' % uuid)
-        for uuid, error in sorted(recreated.failed.items()):
-            out.write('could not recreate mdev %s: %s\n' % (uuid, error))
+        for uuid in snap.missing:
+            out.write('allocated mdev %s is not on the host (the next claim '
+                      'or release recreates it)\n' % uuid)
         out.write(render.device_tree(
             everything, whitelisted=lambda d: d.address not in unlisted)
             + '\n')
@@ -350,13 +348,13 @@ def main(argv=None, out=None, err=None):
                                     problem))
         return EXIT_INVALID
     except exception.RequestNotSatisfiable as exc:
-        err.write('%s\n' % exc)
+        err.write('%s\n' % _described(exc))
         return EXIT_UNSATISFIED
     except exception.Invalid as exc:
-        err.write('error: %s\n' % exc)
+        err.write('error: %s\n' % _described(exc))
         return EXIT_INVALID
     except exception.NovaPciMdevException as exc:
-        err.write('host error: %s\n' % exc)
+        err.write('host error: %s\n' % _described(exc))
         return EXIT_HOST
     except BrokenPipeError:
         # The reader went away (``| head``): nothing left to tell it.
@@ -367,6 +365,12 @@ def main(argv=None, out=None, err=None):
         err.write('host error: %s: %s\n' % (
             exc.filename or 'I/O', exc.strerror or exc))
         return EXIT_HOST
+
+
+def _described(exc):
+    """The error's message and its notes (what a failed rollback could
+    not undo), on one line."""
+    return '; '.join([str(exc)] + list(getattr(exc, '__notes__', ())))
 
 
 def _silence(stream):

@@ -19,9 +19,15 @@ The two request paths end in the same tracker:
   none) becomes slots of that parent claimed in the tracker.
 
 Then every claimed slot gets its mdev (created if needed, all or nothing),
-the devices are allocated, and the guest gets one ``<hostdev>`` each. A
-failure at any step leaves the store as it was and no mdev created by the
-failed step behind.
+the devices are allocated, and the guest gets one ``<hostdev>`` each
+(:mod:`.claims` holds the pure pieces). A failure at any step leaves the
+store as it was and undoes the host steps before it; the first error is
+raised, with a note for every undo that failed.
+
+Views (:meth:`ComputeHost.snapshot`, :meth:`ComputeHost.provider_tree`,
+:meth:`ComputeHost.live_move_source`) and dry runs only read the host: they
+never create or remove an mdev (vanished allocated mdevs are recreated by
+:meth:`ComputeHost.sync` and by every operation that may change the host).
 
 Invariants: an instance is recorded in the store iff it holds devices;
 ``placement_held`` instances are those whose slots came through the
@@ -32,6 +38,7 @@ import contextlib
 import dataclasses
 import uuid as uuid_lib
 
+from nova_pci_mdev import claims
 from nova_pci_mdev import exception
 from nova_pci_mdev import live_move
 from nova_pci_mdev import names
@@ -41,7 +48,7 @@ from nova_pci_mdev.pci import allocation
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev.pci import numa_fit
 from nova_pci_mdev.pci import placement
-from nova_pci_mdev.virt.libvirt import config as vconfig
+from nova_pci_mdev.virt.libvirt import mdev as mdev_mod
 
 DevType = fields.PciDeviceType
 Status = fields.PciDeviceStatus
@@ -93,56 +100,18 @@ class Snapshot:
     tree: object
     instances: dict
     placement_used: dict
-
-
-@dataclasses.dataclass(frozen=True)
-class ClaimResult:
-    instance_uuid: str
-    devices: tuple           # PciDevice objects, in request order
-    numa_cells: tuple | None  # HostCell ids the instance was fitted to
-    allocations: dict        # provider uuid -> {rc: amount}
-    hostdevs: tuple          # LibvirtConfigGuestHostdev* objects
-    created_mdevs: tuple     # UUIDs of mdevs this claim created
-    removed_mdevs: tuple = ()  # UUIDs of free mdevs of parents used whole
-    dry_run: bool = False
-
-    def devices_xml(self):
-        """The guest's ``<devices>`` element with one hostdev per device."""
-        return vconfig.devices_xml(self.hostdevs)
-
-
-@dataclasses.dataclass(frozen=True)
-class Choice:
-    """Devices a claim took in the tracker (alias path first, then the
-    Placement path's slots), the NUMA cells and the allocations."""
-
-    devices: tuple
-    cells: tuple | None
-    allocations: dict
+    #: UUIDs of allocated mdevs the host does not run (vanished after a
+    #: reboot, or defined but stopped): a session that may change the
+    #: host recreates them; a view only reports them.
+    missing: tuple = ()
 
 
 class _DryRun(Exception):
     """Unwinds a session so that its transaction rolls back."""
 
 
-def _slot(dev):
-    """The (uuid, parent, type) an mdev slot device stands for."""
-    return (dev.address, dev.parent_addr, dev.mdev_type)
-
-
 def root_provider_uuid(nodename):
     return str(uuid_lib.uuid5(ROOT_NAMESPACE, nodename))
-
-
-def hostdev_for(dev):
-    """The guest hostdev config of one claimed device."""
-    if dev.dev_type == DevType.MDEV_VF:
-        return vconfig.LibvirtConfigGuestHostdevMDEV(uuid=dev.address)
-    if not names.is_pci_address(dev.address):
-        raise exception.InvalidValue(
-            field='device', value=dev.address,
-            rule='a virtual mdev parent cannot be passed through whole')
-    return vconfig.LibvirtConfigGuestHostdevPCI(address=dev.address)
 
 
 class ComputeHost(object):
@@ -168,22 +137,28 @@ class ComputeHost(object):
     # -- the unit of work --------------------------------------------------
 
     @contextlib.contextmanager
-    def session(self):
+    def session(self, change_host=True):
         """Load, recreate, sync, yield a :class:`Session`, then save.
 
-        Allocated slots whose mdev vanished (host reboot) are recreated
-        first, with the same UUID on the same parent, so that their
-        capacity is never offered to anyone else; only then is the host
-        discovered and the tracker synced. An exception rolls it all back.
+        With ``change_host`` allocated slots whose mdev vanished (host
+        reboot) are recreated first, with the same UUID on the same parent;
+        without it (views, dry runs) the host is only read. Either way a
+        held slot the host does not list keeps its capacity (see
+        :meth:`.host.Host.discover`), so it is never offered to anyone
+        else. Then the host is discovered and the tracker synced. An
+        exception rolls it all back.
         """
         with self.store.transaction() as tx:
             loaded = tx.load_devices()
             held = [d for d in loaded if d.dev_type == DevType.MDEV_VF
                     and d.status in (Status.CLAIMED, Status.ALLOCATED)]
-            recreated = self.mdevs.recreate_vanished(
-                [_slot(d) for d in held if d.status == Status.ALLOCATED])
-            records = self.host.discover(self.settings,
-                                         held=[_slot(d) for d in held])
+            recreated = mdev_mod.RecreateReport([], {})
+            if change_host:
+                recreated = self.mdevs.recreate_vanished(
+                    [claims.slot_of(d) for d in held
+                     if d.status == Status.ALLOCATED])
+            records = self.host.discover(
+                self.settings, held=[claims.slot_of(d) for d in held])
             tracker = manager.PciDevTracker(self._whitelist, self.topology,
                                             loaded)
             report = tracker.sync(records)
@@ -204,8 +179,9 @@ class ComputeHost(object):
             return s.report, s.recreated
 
     def snapshot(self):
-        """A :class:`Snapshot` of the host after a sync."""
-        with self.session() as s:
+        """A :class:`Snapshot` of the host after a sync; the host is only
+        read (vanished mdevs are reported in ``missing``)."""
+        with self.session(change_host=False) as s:
             tracked = s.tracker.devices
             devices = sorted(tracked.values(), key=lambda d: d.address)
             unlisted = sorted(
@@ -218,10 +194,14 @@ class ComputeHost(object):
                     for rc, amount in res.items():
                         key = (prov, rc)
                         used[key] = used.get(key, 0) + amount
+            missing = tuple(d.address for d in devices
+                            if d.dev_type == DevType.MDEV_VF
+                            and d.status == Status.ALLOCATED
+                            and d.extra_info.get('mdev_exists') != 'true')
             return Snapshot(devices=devices, unlisted=unlisted,
                             pools=s.tracker.stats.to_pool_list(),
                             tree=self._tree(s), instances=dict(s.instances),
-                            placement_used=used)
+                            placement_used=used, missing=missing)
 
     def _placement_held(self, s):
         return {uuid for uuid, rec in s.instances.items()
@@ -233,7 +213,8 @@ class ComputeHost(object):
             placement_held=self._placement_held(s))
 
     def provider_tree(self):
-        with self.session() as s:
+        """The Placement provider tree; the host is only read."""
+        with self.session(change_host=False) as s:
             return self._tree(s)
 
     # -- claims ------------------------------------------------------------
@@ -255,7 +236,7 @@ class ComputeHost(object):
         """``work(session)`` in one session, rolled back if ``dry_run``."""
         result = None
         try:
-            with self.session() as s:
+            with self.session(change_host=not dry_run) as s:
                 result = work(s)
                 if dry_run:
                     raise _DryRun()
@@ -269,7 +250,7 @@ class ComputeHost(object):
         the tracker (alias path first, then Placement's slots); nothing
         exists or is recorded yet. ``parents(parent device)`` limits the
         providers a local Placement choice may use. Returns a
-        :class:`Choice`."""
+        :class:`~.claims.Choice`."""
         if consumer in s.instances or s.tracker.devices_of(consumer):
             raise exception.InvalidValue(
                 field='instance', value=consumer,
@@ -288,49 +269,62 @@ class ComputeHost(object):
                 consumer, allocation.slots_for(
                     tree, s.tracker, allocations, self.root_uuid),
                 request_id=None))
-        return Choice(tuple(devices), cells, allocations or {})
+        return claims.Choice(tuple(devices), cells, allocations or {})
 
     def realise_devices(self, s, consumer, flavor, choice, dry_run,
                         extra=None):
-        """Second half: create the slots' mdevs (all or nothing), clear
-        parents passed through whole, allocate, and record ``consumer``
-        (its record gets ``extra``'s keys too). Returns a ClaimResult."""
-        devices, cells = choice.devices, choice.cells
-        slots = [_slot(d) for d in devices if d.dev_type == DevType.MDEV_VF]
-        hostdevs = tuple(hostdev_for(d) for d in devices)
-        # A parent passed through whole cannot keep mdevs (the device is
-        # handed to the guest): its free ones are removed, and recreated if
-        # the claim fails.
-        whole = [d.address for d in devices if d.dev_type == DevType.MDEV_PF]
+        """Second half: create the slots' mdevs, clear parents passed
+        through whole, allocate, and record ``consumer`` (its record gets
+        ``extra``'s keys too). Returns a ClaimResult.
+
+        Each host step is all or nothing by itself; when a later step fails
+        the earlier ones are undone (:meth:`_undone_on_failure`) and the
+        first error is raised, carrying a note for every undo that failed.
+        """
+        devices = choice.devices
+        hostdevs = tuple(claims.hostdev_for(d) for d in devices)
         created = removed = ()
         if devices and not dry_run:
-            # All or nothing: ensure() removes what it created when one
-            # creation fails; the transaction then rolls the claim back.
-            created = tuple(self.mdevs.ensure(slots))
-            try:
-                if whole:
-                    removed = tuple(self.mdevs.clear_parents(whole, [
-                        d.address for held_by in s.tracker.instances()
-                        for d in s.tracker.devices_of(held_by)]))
+            created = tuple(self.mdevs.ensure(
+                [claims.slot_of(d) for d in devices
+                 if d.dev_type == DevType.MDEV_VF]))
+            with self._undone_on_failure(created, ()):
+                removed = self._clear_whole_parents(s, devices)
+            with self._undone_on_failure(created, removed):
                 s.tracker.allocate_instance(consumer)
-                s.tx.save_instance(consumer, dict(
-                    extra or {},
-                    numa_cells=[c.id for c in cells] if cells else None,
-                    allocations=choice.allocations,
-                    devices=[d.address for d in devices],
-                    pci_requests=[r.alias_name for r in flavor.pci_requests]))
-            except Exception:
-                for uuid in created:
-                    self.mdevs.remove_unassigned(uuid, ())
-                self.mdevs.restore(removed)
-                raise
-        return ClaimResult(
+                s.tx.save_instance(consumer,
+                                   claims.record(flavor, choice, extra))
+        return claims.ClaimResult(
             instance_uuid=consumer, devices=tuple(devices),
-            numa_cells=tuple(c.id for c in cells) if cells else None,
+            numa_cells=claims.cell_ids(choice.cells),
             allocations=choice.allocations, hostdevs=hostdevs,
             created_mdevs=created,
             removed_mdevs=tuple(info.uuid for info in removed),
             dry_run=dry_run)
+
+    def _clear_whole_parents(self, s, devices):
+        """A parent passed through whole cannot keep mdevs (the device is
+        handed to the guest): remove its free ones (all or nothing);
+        returns their MdevInfo for an undo."""
+        whole = [d.address for d in devices if d.dev_type == DevType.MDEV_PF]
+        if not whole:
+            return ()
+        return tuple(self.mdevs.clear_parents(whole, [
+            d.address for held_by in s.tracker.instances()
+            for d in s.tracker.devices_of(held_by)]))
+
+    @contextlib.contextmanager
+    def _undone_on_failure(self, created, removed):
+        """On any failure inside: remove the mdevs ``created``, recreate
+        those ``removed``, and re-raise the failure itself; each undo that
+        fails is added to it as a note (``rollback: ...``), so none is lost
+        and none replaces the first error."""
+        try:
+            yield
+        except BaseException as exc:
+            for failure in self.mdevs.undo(created, removed):
+                exc.add_note('rollback: %s' % failure)
+            raise
 
     # -- live moves (see nova_pci_mdev.live_move) ---------------------------
 
@@ -338,7 +332,7 @@ class ComputeHost(object):
         """The source side of a live move: a checked
         :class:`~.live_move.MoveSource` for the destination."""
         instance_uuid = names.normalize_uuid(instance_uuid, 'instance UUID')
-        with self.session() as s:
+        with self.session(change_host=False) as s:
             return live_move.describe(self, s, instance_uuid)
 
     def claim_live_move(self, migration_uuid, source, flavor,

@@ -9,11 +9,13 @@ World "two-t4" (issue 4's acceptance host)::
     mtty (virtual)  mtty-1 x4 -> CUSTOM_MTTY
 """
 
+import contextlib
 import errno
 
 import libvirt
 import testtools
 
+from nova_pci_mdev import compute as compute_mod
 from nova_pci_mdev import exception
 from nova_pci_mdev import flavor
 from nova_pci_mdev import objects
@@ -82,6 +84,32 @@ def validate_domain(hostdevs):
         return dom.XMLDesc(0)
     finally:
         conn.close()
+
+
+class SaveFails(object):
+    """The host's store, but recording an instance fails (disk full)."""
+
+    def __init__(self, store):
+        self._store = store
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    @contextlib.contextmanager
+    def transaction(self):
+        with self._store.transaction() as tx:
+            yield _TxSaveFails(tx)
+
+
+class _TxSaveFails(object):
+    def __init__(self, tx):
+        self._tx = tx
+
+    def __getattr__(self, name):
+        return getattr(self._tx, name)
+
+    def save_instance(self, uuid, record):
+        raise exception.StoreError(path='state.db', reason='disk full')
 
 
 class TestComputeHost(testtools.TestCase):
@@ -203,6 +231,65 @@ class TestComputeHost(testtools.TestCase):
         self.assertEqual(before, {d.address: d.status
                                   for d in self.devices()})
         self.assertEqual({}, self.compute.snapshot().instances)
+
+    def with_store(self, store):
+        c = self.compute
+        return compute_mod.ComputeHost(c.host, c.settings, store, c.mdevs,
+                                       c.topology)
+
+    def test_rollback_keeps_the_first_error_and_reports_every_undo(self):
+        failing = self.with_store(SaveFails(self.compute.store))
+        # One mdev to create; removing it again fails as well.
+        self.host.tree.fail_next('remove', errno.EBUSY)
+        err = self.assertRaises(
+            exception.StoreError, failing.claim, INSTANCE,
+            self.flavor(**{'pci_passthrough:alias': 'vGPU:3'}))
+        self.assertIn('disk full', str(err))
+        [note] = err.__notes__
+        self.assertIn('rollback: mdev ', note)
+        self.assertIn('left behind', note)
+        self.assertIn('EBUSY', note)
+        left = set(self.host.tree.mdevs()) - set(EXISTING)
+        self.assertEqual(1, len(left))
+        self.assertIn(left.pop(), note)
+        self.assertEqual({}, self.compute.snapshot().instances)
+
+    def test_rollback_of_a_whole_parent_reports_each_mdev_not_restored(self):
+        failing = self.with_store(SaveFails(self.compute.store))
+        self.host.tree.fail_next('create', errno.EIO, times=2)
+        err = self.assertRaises(
+            exception.StoreError, failing.claim, INSTANCE,
+            self.flavor(**{'pci_passthrough:alias': 'gpu-whole:2'}))
+        self.assertIn('disk full', str(err))
+        self.assertEqual(
+            ['rollback: mdev %s removed by this claim could not be '
+             'recreated' % uuid for uuid in sorted(EXISTING)],
+            [n.split(':', 2)[0] + ':' + n.split(':', 2)[1]
+             for n in err.__notes__])
+        self.assertTrue(all('EIO' in n for n in err.__notes__))
+        self.assertEqual({}, self.host.tree.mdevs())
+        self.assertEqual({}, self.compute.snapshot().instances)
+
+    def test_views_and_dry_runs_only_read_the_host(self):
+        result = self.compute.claim(INSTANCE, self.flavor(**{
+            'pci_passthrough:alias': 'vGPU:3'}))
+        held = sorted(d.address for d in result.devices)
+        self.host.kernel.reboot()
+        compute2 = self.host.restart()
+        writes = list(self.host.tree.writes)
+        self.assertEqual(held, sorted(compute2.snapshot().missing))
+        compute2.provider_tree()
+        dry = compute2.claim(OTHER, self.flavor(**{
+            'pci_passthrough:alias': 'vGPU:2,gpu-whole:1'}), dry_run=True)
+        self.assertEqual(3, len(dry.devices))
+        self.assertEqual(held, sorted(
+            d.address for d in compute2.live_move_source(INSTANCE).devices))
+        self.assertEqual(({}, writes),
+                         (self.host.tree.mdevs(), self.host.tree.writes))
+        # A session that may change the host recreates them.
+        _report, recreated = compute2.sync()
+        self.assertEqual(held, sorted(recreated.recreated))
+        self.assertEqual((), compute2.snapshot().missing)
 
     def test_release_frees_and_keeps_mdevs(self):
         result = self.compute.claim(INSTANCE, self.flavor(**{

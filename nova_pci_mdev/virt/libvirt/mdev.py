@@ -139,6 +139,9 @@ class MdevManager:
       the given parents or, if one removal fails, recreates those it
       removed before raising; it refuses before removing anything when one
       of them is assigned.
+    * :meth:`undo` reverses :meth:`ensure` and :meth:`clear_parents` for a
+      caller whose later step failed, and reports what it could not undo
+      instead of raising.
     """
 
     def __init__(self, backend):
@@ -300,17 +303,27 @@ class MdevManager:
                 failed[info.uuid] = exc
         return failed
 
-    def unassigned(self, parent, mdev_type, assigned_uuids):
-        """UUIDs (sorted) of existing mdevs on ``parent`` of ``mdev_type``
-        that no instance holds: the ones to reuse before creating new ones.
-        """
-        parent = names.normalize_address(parent)
-        mdev_type = names.validate_mdev_type(mdev_type)
-        assigned = _uuid_set(assigned_uuids)
-        return sorted(
-            info.uuid for info in self.backend.list().values()
-            if info.parent == parent and info.mdev_type == mdev_type
-            and info.uuid not in assigned)
+    def undo(self, created, removed):
+        """Undo what a failed caller did: remove the mdevs ``created``
+        (UUIDs) unless assigned, recreate ``removed`` (:class:`MdevInfo`
+        from :meth:`clear_parents`). Never raises (but for
+        ``BaseException``): returns one line per undo that failed, so that
+        the caller can report them with its own, first, error."""
+        failures = []
+        for uuid in created:
+            try:
+                self.remove_unassigned(uuid, ())
+            except Exception as exc:
+                failures.append('mdev %s created by this claim was left '
+                                'behind: %s' % (uuid, exc))
+        try:
+            not_restored = self.restore(removed)
+        except Exception as exc:
+            not_restored = {info.uuid: exc for info in removed}
+        failures.extend('mdev %s removed by this claim could not be '
+                        'recreated: %s' % item
+                        for item in sorted(not_restored.items()))
+        return failures
 
 
 def _uuid_set(uuids):

@@ -1,0 +1,73 @@
+"""What a claim is made of: the pure pieces of :class:`~.compute.ComputeHost`.
+
+A claim first takes devices in the tracker (a :class:`Choice`), then makes
+them real on the host and records them; :class:`ClaimResult` is what the
+caller gets back, with one guest ``<hostdev>`` per device
+(:func:`hostdev_for`), and :func:`record` the consumer's store record.
+Pure: no I/O, no tracker changes.
+"""
+
+import dataclasses
+
+from nova_pci_mdev import exception
+from nova_pci_mdev import names
+from nova_pci_mdev.objects import fields
+from nova_pci_mdev.virt.libvirt import config as vconfig
+
+DevType = fields.PciDeviceType
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimResult:
+    instance_uuid: str
+    devices: tuple           # PciDevice objects, in request order
+    numa_cells: tuple | None  # HostCell ids the instance was fitted to
+    allocations: dict        # provider uuid -> {rc: amount}
+    hostdevs: tuple          # LibvirtConfigGuestHostdev* objects
+    created_mdevs: tuple     # UUIDs of mdevs this claim created
+    removed_mdevs: tuple = ()  # UUIDs of free mdevs of parents used whole
+    dry_run: bool = False
+
+    def devices_xml(self):
+        """The guest's ``<devices>`` element with one hostdev per device."""
+        return vconfig.devices_xml(self.hostdevs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """Devices a claim took in the tracker (alias path first, then the
+    Placement path's slots), the NUMA cells and the allocations."""
+
+    devices: tuple
+    cells: tuple | None
+    allocations: dict
+
+
+def slot_of(dev):
+    """The (uuid, parent, type) an mdev slot device stands for."""
+    return (dev.address, dev.parent_addr, dev.mdev_type)
+
+
+def cell_ids(cells):
+    return tuple(c.id for c in cells) if cells else None
+
+
+def record(flavor, choice, extra=None):
+    """The store record of a consumer that holds ``choice``."""
+    cells = cell_ids(choice.cells)
+    return dict(extra or {},
+                numa_cells=list(cells) if cells else None,
+                allocations=choice.allocations,
+                devices=[d.address for d in choice.devices],
+                pci_requests=[r.alias_name for r in flavor.pci_requests])
+
+
+def hostdev_for(dev):
+    """The guest hostdev config of one claimed device."""
+    if dev.dev_type == DevType.MDEV_VF:
+        return vconfig.LibvirtConfigGuestHostdevMDEV(uuid=dev.address)
+    if not names.is_pci_address(dev.address):
+        raise exception.InvalidValue(
+            field='device', value=dev.address,
+            rule='a virtual mdev parent cannot be passed through whole')
+    return vconfig.LibvirtConfigGuestHostdevPCI(address=dev.address)
