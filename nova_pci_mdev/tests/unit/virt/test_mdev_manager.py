@@ -243,17 +243,6 @@ class Contract:
         self.assertFalse(m.remove_unassigned(U2, {U1}))
         self.assertEqual({U1: (GPU, 'nvidia-35')}, w.host_view())
 
-    def test_unassigned_lists_reusable_mdevs(self):
-        w = self.world(existing=[(U1, GPU, 'nvidia-35'),
-                                 (U2, GPU, 'nvidia-35'),
-                                 (U3, GPU, 'nvidia-36'),
-                                 (U4, 'mtty', 'mtty-1')])
-        m = mdev.MdevManager(w.backend)
-        self.assertEqual([U2], m.unassigned(GPU, 'nvidia-35', [U1]))
-        self.assertEqual(sorted([U1, U2]),
-                         m.unassigned(GPU.upper(), 'nvidia-35', []))
-        self.assertEqual([], m.unassigned('mtty', 'nvidia-35', []))
-
     def test_clear_parents_removes_every_mdev_of_the_parents(self):
         w = self.world(existing=[(U1, GPU, 'nvidia-35'),
                                  (U3, GPU, 'nvidia-36'),
