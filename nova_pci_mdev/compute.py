@@ -49,6 +49,7 @@ from nova_pci_mdev.pci import manager
 from nova_pci_mdev.pci import numa_fit
 from nova_pci_mdev.pci import placement
 from nova_pci_mdev.virt.libvirt import mdev as mdev_mod
+from nova_pci_mdev.virt.libvirt import records as records_mod
 
 DevType = fields.PciDeviceType
 Status = fields.PciDeviceStatus
@@ -133,6 +134,7 @@ class ComputeHost(object):
         self.nodename = host.hostname
         self.root_uuid = root_provider_uuid(self.nodename)
         self._whitelist = _UsableDevices(settings.whitelist)
+        self._slots = records_mod.SlotFactory(self.nodename)
 
     # -- the unit of work --------------------------------------------------
 
@@ -159,8 +161,9 @@ class ComputeHost(object):
                      if d.status == Status.ALLOCATED])
             records = self.host.discover(
                 self.settings, held=[claims.slot_of(d) for d in held])
-            tracker = manager.PciDevTracker(self._whitelist, self.topology,
-                                            loaded)
+            tracker = manager.PciDevTracker(
+                self._whitelist, self.topology, loaded,
+                slot_factory=self._slots)
             report = tracker.sync(records)
             yield Session(tx, tracker, report, tx.instances(), records,
                           recreated)
@@ -265,10 +268,11 @@ class ComputeHost(object):
                 allocations = allocation.local_allocations(
                     allocation.only_parents(tree, s.tracker, parents),
                     s.tracker, flavor.resource_groups, cells)
-            devices.extend(s.tracker.claim_devices(
-                consumer, allocation.slots_for(
-                    tree, s.tracker, allocations, self.root_uuid),
-                request_id=None))
+            for parent, amount in allocation.slots_for(
+                    tree, s.tracker, allocations, self.root_uuid):
+                # A failure on a later parent rolls the session back.
+                devices.extend(s.tracker.claim_slots(consumer, parent,
+                                                     amount))
         return claims.Choice(tuple(devices), cells, allocations or {})
 
     def realise_devices(self, s, consumer, flavor, choice, dry_run,

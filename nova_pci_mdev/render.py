@@ -8,6 +8,7 @@ scripts need no translation. Every function returns a string.
 import json
 
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.pci import capacity
 
 DevType = fields.PciDeviceType
 Status = fields.PciDeviceStatus
@@ -104,8 +105,10 @@ def device_tree(devices, whitelisted=lambda dev: True):
                      and k.status == Status.AVAILABLE
                      and k.extra_info.get('mdev_exists') != 'true']
             shown = [k for k in kids if k not in spare]
+            to_create = len(spare) + capacity.usable(dev)
+            blocked = capacity.creatable(dev) - capacity.usable(dev)
             for i, kid in enumerate(shown):
-                last = i == len(shown) - 1 and not spare
+                last = i == len(shown) - 1 and not (to_create or blocked)
                 branch = '`-' if last else '|-'
                 what = kid.mdev_type if kid.dev_type == DevType.MDEV_VF else (
                     _ids(kid))
@@ -116,9 +119,14 @@ def device_tree(devices, whitelisted=lambda dev: True):
                 lines.append('    %s %-36s %-8s %-12s %s%s%s' % (
                     branch, kid.address, kid.dev_type, what, _owner(kid),
                     state, _flags(kid, whitelisted(kid))))
-            if spare:
-                lines.append('    `- + %d available %s slot(s), mdev created '
-                             'on claim' % (len(spare), dev.mdev_type))
+            if to_create:
+                lines.append('    %s + %d available %s slot(s), mdev created '
+                             'on claim' % ('|-' if blocked else '`-',
+                                           to_create, dev.mdev_type))
+            if blocked:
+                lines.append('    `- + %d %s slot(s) to create, not '
+                             'available while the parent is used whole'
+                             % (blocked, dev.mdev_type))
     return '\n'.join(lines)
 
 

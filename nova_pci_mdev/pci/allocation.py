@@ -13,6 +13,7 @@ import dataclasses
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.pci import capacity
 
 Status = fields.PciDeviceStatus
 
@@ -25,6 +26,12 @@ def free_slots(tracker, parent):
     slots.sort(key=lambda s: (s.extra_info.get('mdev_exists') != 'true',
                               s.address))
     return slots
+
+
+def free_count(tracker, parent):
+    """How many slots ``parent`` can give now: its free slots and,
+    while it is not used whole, the slots it can still create."""
+    return len(free_slots(tracker, parent)) + capacity.usable(parent)
 
 
 def local_allocations(tree, tracker, resource_groups, numa_cells=None):
@@ -48,8 +55,7 @@ def local_allocations(tree, tracker, resource_groups, numa_cells=None):
                 parent = devices.get(prov.device_address)
                 if parent is None:
                     continue
-                free = len(free_slots(tracker, parent)) - taken.get(
-                    prov.uuid, 0)
+                free = free_count(tracker, parent) - taken.get(prov.uuid, 0)
                 if free >= amount:
                     near = parent.numa_node in cell_ids
                     candidates.append((not near, prov.name, prov))
@@ -79,14 +85,14 @@ def only_parents(tree, tracker, keep):
 
 
 def slots_for(tree, tracker, allocations, root_uuid):
-    """Addresses of the free slots that serve ``allocations`` (``{provider
-    uuid: {rc: amount}}``): on each of the tree's child providers, that
-    many of :func:`free_slots` of its parent. The root's resources (VCPU,
-    MEMORY_MB...) are not ours; any other provider is refused
-    (InvalidValue), as is a provider short of free slots
-    (RequestNotSatisfiable)."""
+    """``[(parent address, amount)]``: how many slots each parent gives to
+    serve ``allocations`` (``{provider uuid: {rc: amount}}``), for
+    :meth:`~.manager.PciDevTracker.claim_slots`. The root's resources
+    (VCPU, MEMORY_MB...) are not ours; any other provider is refused
+    (InvalidValue), as is a provider short of free slots, slots still to
+    create included (RequestNotSatisfiable)."""
     by_uuid = {p.uuid: p for p in tree.children}
-    addresses = []
+    wanted = []
     for prov_uuid, resources in sorted(allocations.items()):
         prov = by_uuid.get(prov_uuid)
         if prov is None:
@@ -97,12 +103,12 @@ def slots_for(tree, tracker, allocations, root_uuid):
                 rule='is not a provider of compute node %s' % tree.root.name)
         parent = tracker.devices[prov.device_address]
         amount = sum(resources.get(rc, 0) for rc in prov.inventories)
-        free = free_slots(tracker, parent)
-        if len(free) < amount:
+        free = free_count(tracker, parent)
+        if free < amount:
             raise exception.RequestNotSatisfiable(
                 reason='provider %s (%s): %d free slot(s) of %s, %d '
                        'allocated by Placement' % (
-                           prov.name, parent.address, len(free),
+                           prov.name, parent.address, free,
                            parent.mdev_type, amount))
-        addresses.extend(slot.address for slot in free[:amount])
-    return addresses
+        wanted.append((parent.address, amount))
+    return wanted

@@ -30,6 +30,11 @@ random sequences of operations):
   is removed at once; a device that reappears loses its flag.
 * A failed claim changes nothing (statuses, owners, pools, pending
   changes).
+* Slots still to create (:mod:`.capacity`) are counted on their parent and
+  made, with the UUIDs of the ``slot_factory``, only by the claim that
+  takes them: the parent's count drops by exactly the slots made, and a
+  failed claim forgets them again. Without a ``slot_factory`` such counts
+  are not offered.
 
 Cost: every operation is linear in the devices it reads (a sync in the
 number of devices and records, a claim or free in the devices of the
@@ -44,6 +49,8 @@ from nova_pci_mdev import exception
 from nova_pci_mdev import names
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import pci_device
+from nova_pci_mdev.pci import allocation
+from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.pci import stats as pci_stats
 
 Status = fields.PciDeviceStatus
@@ -117,16 +124,20 @@ class PciDevTracker(object):
         that changes is reported by :meth:`pop_changes`.
     """
 
-    def __init__(self, whitelist, numa_topology=None, devices=()):
+    def __init__(self, whitelist, numa_topology=None, devices=(),
+                 slot_factory=None):
         self._whitelist = whitelist
+        self._slot_factory = slot_factory
+        self._made = []            # (parent, new slots) of the claim
         self._devs = {}            # address -> PciDevice
         self._tags = {}            # address -> device-spec tags
         self._by_instance = {}     # instance uuid -> {address: None}
         self._changed = {}         # address -> PciDevice, since pop_changes
         self._deleted = set()      # addresses, since pop_changes
         self._applied = {}         # address -> last record synced in
-        self.stats = pci_stats.PciDeviceStats(numa_topology,
-                                              tags_of=self._tags_of)
+        self.stats = pci_stats.PciDeviceStats(
+            numa_topology, tags_of=self._tags_of,
+            materialise=self._materialise)
         for dev in devices:
             if 'status' not in dev or dev.status in GONE:
                 continue
@@ -257,7 +268,12 @@ class PciDevTracker(object):
         requests = list(requests or ())
         if not requests:
             return []
-        devs = self.stats.consume_requests(requests, numa_cells)
+        self._made = []
+        try:
+            devs = self.stats.consume_requests(requests, numa_cells)
+        except Exception:
+            self._unmake()
+            raise
         request_ids = _request_ids(requests, devs)
         family = _family(devs)
         try:
@@ -266,6 +282,7 @@ class PciDevTracker(object):
             for dev in devs:
                 if dev.status not in BUSY:
                     dev.request_id = None   # the pools set it
+            self._unmake()
             raise
         finally:
             # consume_requests took these (and their relatives) out of the
@@ -301,6 +318,31 @@ class PciDevTracker(object):
             self._refresh(dev)
             self._touch(dev)
         return list(devs.values())
+
+    def claim_slots(self, instance_uuid, parent_address, count,
+                    request_id=None):
+        """Claim ``count`` slots of one parent (the Placement path):
+        its free slots first (existing mdevs, then by UUID), then slots
+        still to create, made now. All or none: PciDeviceRequestFailed
+        when the parent has fewer than ``count`` free."""
+        parent = self._devs.get(names.normalize_address(parent_address))
+        if parent is None or parent.dev_type != fields.PciDeviceType.MDEV_PF:
+            raise exception.PciDeviceNotFound(address=parent_address)
+        free = allocation.free_slots(self, parent)[:count]
+        missing = count - len(free)
+        if missing > capacity.usable(parent):
+            raise exception.PciDeviceRequestFailed(
+                reason='parent %s has %d free %s slot(s), %d requested'
+                % (parent.address, len(free) + capacity.usable(parent),
+                   parent.mdev_type, count))
+        self._made = []
+        try:
+            new = self._materialise(parent, missing) if missing else []
+            return self.claim_devices(
+                instance_uuid, [d.address for d in free + new], request_id)
+        except Exception:
+            self._unmake()
+            raise
 
     def _claim_all(self, instance_uuid, pairs):
         """Claim each (device, request_id); undo them all if one fails."""
@@ -435,13 +477,64 @@ class PciDevTracker(object):
                 del self._by_instance[instance_uuid]
 
     def _refresh(self, dev):
-        """Put ``dev`` where its status says: in a pool iff available.
+        """Put ``dev`` where its status says: in a pool iff available
+        (a parent's slots still to create in their pool while usable).
 
         ``add_device`` is idempotent and keyed by address: it moves a
         device between pools (and to the busy set) as its fields, tags and
         status change.
         """
         self.stats.add_device(dev)
+        if (self._slot_factory is not None
+                and dev.dev_type == fields.PciDeviceType.MDEV_PF):
+            count = capacity.usable(dev) if self._tags.get(
+                dev.address) is not None else 0
+            tags = None
+            if count:
+                spec = self._whitelist.match(
+                    self._slot_factory.prototype(dev))
+                tags = None if spec is None else dict(spec.tags or {})
+            self.stats.set_creatable(dev, count, tags)
+
+    # -- slots still to create ---------------------------------------------
+
+    def _materialise(self, parent, count):
+        """``count`` new, available slot devices of ``parent``, tracked
+        and linked; the parent's count drops by as many. Undone by
+        :meth:`_unmake` when the claim fails."""
+        if self._slot_factory is None or count > capacity.creatable(parent):
+            raise exception.PciDeviceRequestFailed(
+                reason='parent %s cannot create %d more %s slot(s)'
+                % (parent.address, count, parent.mdev_type))
+        new = []
+        for record in self._slot_factory.records(parent, self._devs, count):
+            dev = pci_device.PciDevice.create(record)
+            spec = self._whitelist.match(record)
+            self._devs[dev.address] = dev
+            self._tags[dev.address] = dict(spec.tags or {}) if spec else {}
+            dev.parent_device = parent
+            dev.child_devices = []
+            parent.child_devices.append(dev)
+            self._touch(dev)
+            new.append(dev)
+        parent.extra_info = capacity.with_creatable(
+            parent.extra_info, capacity.creatable(parent) - len(new))
+        self._touch(parent)
+        self._made.append((parent, new))
+        return new
+
+    def _unmake(self):
+        """Forget the slots :meth:`_materialise` made for a failed claim
+        and give their parents the count back."""
+        made, self._made = self._made, []
+        for parent, new in reversed(made):
+            for dev in new:
+                self._forget(dev, unlink=True)
+                self._changed.pop(dev.address, None)
+                self._deleted.discard(dev.address)
+            parent.extra_info = capacity.with_creatable(
+                parent.extra_info, capacity.creatable(parent) + len(new))
+            self._refresh(parent)
 
     def _forget(self, dev, unlink):
         """Remove a free device from the tracker (and later the store).

@@ -23,8 +23,9 @@ Invariants:
   that name, so both are stable across restarts and hosts never collide.
 * ``total`` counts the parent's present ``mdev-vf`` slots of the exposed
   type (``removed``/``deleted`` slots and slots of another type, left
-  over from an earlier configuration, are not counted). A child with no
-  slot has no inventory (Placement refuses ``total: 0``).
+  over from an earlier configuration, are not counted) plus the slots it
+  can still create (:mod:`.capacity`), at most Placement's 2**31 - 1. A
+  child with no slot has no inventory (Placement refuses ``total: 0``).
 * ``reserved`` counts the slots Placement must not hand out: slots
   claimed or allocated by an instance that is not in ``placement_held``
   (the alias path), slots made unusable because the parent is used whole
@@ -41,6 +42,7 @@ import uuid as uuid_lib
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.pci import capacity
 
 DevType = fields.PciDeviceType
 Status = fields.PciDeviceStatus
@@ -229,7 +231,8 @@ def _child(nodename, root_uuid, parent, slots, placement_held):
         'resource_class of device %s' % parent.address)
     present = [s for s in slots if s.status not in _GONE
                and s.mdev_type == parent.mdev_type]
-    total = len(present)
+    # Placement holds at most MAX_INT of anything.
+    total = min(MAX_INT, len(present) + capacity.creatable(parent))
     if parent.status in _IN_USE:
         reserved = total
     else:

@@ -13,6 +13,11 @@ Invariants:
 * a pool holds only devices that were ``available`` when last added; devices
   in other statuses are remembered as *busy* (for :meth:`explain`), devices
   that are removed, deleted or not whitelisted are forgotten;
+* a pool also counts the slots its parents can still create
+  (:meth:`PciDeviceStats.set_creatable`, :mod:`.capacity`), after its
+  devices; a request served by them gets slot devices made at commit
+  (``materialise``), and a parent taken whole takes them out with its
+  children. Their cost is per parent, never per slot;
 * every operation costs O(1) per device touched plus O(pools) per request:
   devices sit in ordered dicts keyed by address, never scanned in a loop;
 * parent pools (``type-PF``, ``mdev-pf``) and ``vdpa`` pools serve a request
@@ -82,9 +87,12 @@ def _cell_id(cell):
 
 
 class _Pool(object):
-    """Free devices of one key: ``existing`` mdevs first, then the rest."""
+    """Free devices of one key: ``existing`` mdevs first, then the rest,
+    then slots still to create (``creatable``: parent address -> [parent,
+    count], see :mod:`.capacity`)."""
 
-    __slots__ = ('key', 'attrs', 'existing', 'other', 'busy', 'spare')
+    __slots__ = ('key', 'attrs', 'existing', 'other', 'busy', 'spare',
+                 'creatable', 'creatable_total')
 
     def __init__(self, key):
         vendor_id, product_id, dev_type, mdev_type, numa_node, tags = key
@@ -97,13 +105,16 @@ class _Pool(object):
         self.other = collections.OrderedDict()
         self.busy = set()
         self.spare = 0
+        self.creatable = collections.OrderedDict()
+        self.creatable_total = 0
 
     dev_type = property(lambda self: self.key[2])
     numa_node = property(lambda self: self.key[4])
 
     @property
     def count(self):
-        return self.spare + len(self.existing) + len(self.other)
+        return (self.spare + len(self.existing) + len(self.other)
+                + self.creatable_total)
 
     def free_devices(self):
         return itertools.chain(self.existing.values(), self.other.values())
@@ -133,6 +144,15 @@ class _Pool(object):
                     not _truthy(spec.get(REMOTE_MANAGED))):
                 return False
         return True
+
+
+class _NewSlot(object):
+    """A slot still to create that a plan takes from ``parent``."""
+
+    __slots__ = ('parent',)
+
+    def __init__(self, parent):
+        self.parent = parent
 
 
 class _Numa(object):
@@ -175,6 +195,8 @@ class _Plan(object):
         self.spare = collections.Counter()     # pool key -> spare taken
         self.cursors = {}
         self.picks = []                        # (request, device)
+        self.new = collections.Counter()       # parent -> slots to create
+        self.whole = set()                     # parents taken whole
 
     def available(self, pool):
         return pool.count - self.removed[pool.key]
@@ -185,14 +207,18 @@ class PciDeviceStats(object):
 
     ``tags_of(dev)`` returns the device-spec tags of a device, or None when
     no device spec matches it (such a device is not pooled). Without it
-    every device is pooled with no tags.
+    every device is pooled with no tags. ``materialise(parent, count)``
+    returns ``count`` new slot devices of ``parent`` for the slots still
+    to create that a claim takes (:meth:`set_creatable`).
     """
 
-    def __init__(self, numa_topology=None, tags_of=None):
+    def __init__(self, numa_topology=None, tags_of=None, materialise=None):
         self.numa_topology = numa_topology
         self._tags_of = tags_of or (lambda dev: {})
+        self._materialise = materialise
         self._pools = {}        # key -> _Pool
         self._where = {}        # address -> (key, 'existing'|'other'|busy)
+        self._creatable_key = {}    # parent address -> key of its slots
         self._ordered = None    # cached pools in sort order
 
     @classmethod
@@ -274,6 +300,30 @@ class PciDeviceStats(object):
         if where is not None:
             self._detach(address, where)
             self._drop_if_empty(where[0])
+        self._drop_creatable(address)
+
+    def set_creatable(self, parent, count, tags):
+        """Count ``count`` slots ``parent`` can still create, in the pool
+        of its slots (their device-spec ``tags``; None: not pooled).
+        Idempotent, like :meth:`add_device`."""
+        old = self._drop_creatable(parent.address)
+        if count > 0 and tags is not None:
+            key = self._key(parent.vendor_id, parent.product_id,
+                            DevType.MDEV_VF, parent.mdev_type,
+                            parent.numa_node, dict(tags))
+            pool = self._pool(key)
+            pool.creatable[parent.address] = [parent, count]
+            pool.creatable_total += count
+            self._creatable_key[parent.address] = key
+        if old is not None and old in self._pools:
+            self._drop_if_empty(old)
+
+    def _drop_creatable(self, address):
+        key = self._creatable_key.pop(address, None)
+        if key is not None:
+            pool = self._pools[key]
+            pool.creatable_total -= pool.creatable.pop(address)[1]
+        return key
 
     def _detach(self, address, where):
         key, place = where
@@ -372,9 +422,28 @@ class PciDeviceStats(object):
             plan.picks.append((request, dev))
             self._block(plan, dev)
             n -= 1
+        n = self._take_creatable(plan, request, pool, n)
         if n:
             plan.spare[pool.key] += n
             plan.removed[pool.key] += n
+
+    def _take_creatable(self, plan, request, pool, n):
+        """Take up to ``n`` slots still to create; return how many are
+        still missing."""
+        for address, (parent, count) in pool.creatable.items():
+            if not n:
+                break
+            take = 0 if address in plan.whole else min(
+                n, count - plan.new[address])
+            if take <= 0:
+                continue
+            plan.new[address] += take
+            plan.removed[pool.key] += take
+            plan.picks.extend((request, _NewSlot(parent))
+                              for _ in range(take))
+            self._block_one(plan, parent)
+            n -= take
+        return n
 
     def _block(self, plan, dev):
         """Mark ``dev`` and the relatives it makes unusable as taken."""
@@ -382,12 +451,21 @@ class PciDeviceStats(object):
         if dev.parent_device is not None:
             relatives.append(dev.parent_device)
         for each in [dev] + relatives:
-            if each.address in plan.blocked:
-                continue
-            plan.blocked.add(each.address)
-            where = self._where.get(each.address)
-            if where is not None and where[1] != _BUSY:
-                plan.removed[where[0]] += 1
+            self._block_one(plan, each)
+        key = self._creatable_key.get(dev.address)
+        if key is not None and dev.address not in plan.whole:
+            # A parent taken whole takes its slots still to create too.
+            plan.whole.add(dev.address)
+            count = self._pools[key].creatable[dev.address][1]
+            plan.removed[key] += count - plan.new[dev.address]
+
+    def _block_one(self, plan, dev):
+        if dev.address in plan.blocked:
+            return
+        plan.blocked.add(dev.address)
+        where = self._where.get(dev.address)
+        if where is not None and where[1] != _BUSY:
+            plan.removed[where[0]] += 1
 
     def _plan(self, requests, numa_cells):
         numa = _Numa(self.numa_topology, numa_cells)
@@ -398,14 +476,24 @@ class PciDeviceStats(object):
         return plan
 
     def _commit(self, plan):
+        made = {}
+        for address, count in plan.new.items():
+            parent = self._pools[self._creatable_key[address]].creatable[
+                address][0]
+            # Reversed: pop() hands them out in sequence order.
+            made[address] = list(self._materialise(parent, count))[::-1]
         for address in plan.blocked:
             if address in self._where:
                 self._make_busy(address)
         for key, n in plan.spare.items():
             self._pools[key].spare -= n
+        picks = []
         for request, dev in plan.picks:
+            if isinstance(dev, _NewSlot):
+                dev = made[dev.parent.address].pop()
             dev.request_id = request.request_id
-        return [dev for _, dev in plan.picks]
+            picks.append(dev)
+        return picks
 
     # -- the API -----------------------------------------------------------
 

@@ -13,8 +13,9 @@ compute host that is up:
 3. **kernel**: every held mdev slot exists on the host with its parent and
    type; every slot the tracker says exists does; the fake libvirt reports
    exactly the kernel's mdevs (the udev relay); a parent has exactly as
-   many slots of its type as the kernel has instances of it (existing +
-   available; fake hosts, types without ``max_instances``);
+   many slots of its type, tracked or still to create, as the kernel has
+   instances of it (existing + available; fake hosts, types without
+   ``max_instances``);
 4. **store**: every consumer holding devices has its instance record
    listing exactly those devices; no record outlives its consumer;
 5. **domains**: the guests defined on the host are the cloud's, with the
@@ -36,6 +37,7 @@ on every host, ``cloud.held`` is what the trackers hold):
 
 from nova_pci_mdev import names
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.tests.functional import harness
 
 DevType = fields.PciDeviceType
@@ -145,10 +147,11 @@ def _capacity_problems(sim, devices, children):
             continue
         slots = [c.address for c in children.get(address, ())
                  if c.mdev_type == parent.mdev_type]
-        if len(slots) != totals[parent.mdev_type]:
+        offered = len(slots) + capacity.creatable(parent)
+        if offered != totals[parent.mdev_type]:
             out.append('%s: parent %s offers %d %s slot(s), the kernel has '
                        '%d instance(s) of it in all' % (
-                           sim.name, address, len(slots), parent.mdev_type,
+                           sim.name, address, offered, parent.mdev_type,
                            totals[parent.mdev_type]))
     return out
 
@@ -179,7 +182,8 @@ def _placement_problems(cloud, name, snap, devices, children):
                 out.append('%s: Placement counts %d %s used, the tracker '
                            'holds %d slot(s) for Placement consumers' % (
                                prov.name, used, rc, by_placement))
-            free = sum(1 for s in slots if s.status == Status.AVAILABLE)
+            free = sum(1 for s in slots if s.status == Status.AVAILABLE
+                       ) + capacity.usable(parent)
             if inv.total - inv.reserved - used != free:
                 out.append('%s: Placement offers %d %s, the tracker has %d '
                            'free slot(s)' % (prov.name, inv.total -

@@ -43,6 +43,7 @@ import libvirt
 from nova_pci_mdev import compute as compute_mod
 from nova_pci_mdev import store as store_mod
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.tests.fixtures import sysfs
 from nova_pci_mdev.virt.libvirt import config as vconfig
 from nova_pci_mdev.virt.libvirt import emulated
@@ -56,6 +57,8 @@ HYPERVISORS = (FAKE, TEST_DRIVER)
 DevType = fields.PciDeviceType
 Status = fields.PciDeviceStatus
 BUSY = (Status.CLAIMED, Status.ALLOCATED)
+#: Key suffix of a parent's slots still to create in :meth:`state`.
+CREATABLE = '+creatable'
 
 libvirt.registerErrorHandler(lambda *args: None, None)
 
@@ -347,9 +350,35 @@ class SimHost(object):
 
     def state(self):
         """``{address: (dev_type, status, instance_uuid)}`` of every
-        tracked device: the host's whole truth in one comparable value."""
-        return {a: (d.dev_type, d.status, d.instance_uuid)
-                for a, d in self.devices().items()}
+        tracked device, and ``{'<parent>+creatable': ('creatable', status,
+        count)}`` for the slots a parent can still create (``available``
+        while they can be claimed): the host's whole truth in one
+        comparable value."""
+        out = {}
+        for address, dev in self.devices().items():
+            out[address] = (dev.dev_type, dev.status, dev.instance_uuid)
+            count = capacity.creatable(dev)
+            if count:
+                out[address + CREATABLE] = (
+                    CREATABLE[1:], Status.AVAILABLE if capacity.usable(dev)
+                    else Status.UNAVAILABLE, count)
+        return out
+
+    def capacity_view(self):
+        """:meth:`state` with the free slots of each parent (free slot
+        devices and slots still to create) as one count per parent: the
+        same whichever of the two a free slot is."""
+        out = {}
+        for address, dev in self.devices().items():
+            free = capacity.usable(dev)
+            if (dev.dev_type == fields.PciDeviceType.MDEV_VF
+                    and dev.status == Status.AVAILABLE and dev.parent_addr):
+                address, free = dev.parent_addr, 1
+            else:
+                out[address] = (dev.dev_type, dev.status, dev.instance_uuid)
+            key = address + ' free slots'
+            out[key] = out.get(key, 0) + free
+        return out
 
     def held(self):
         """``{consumer uuid: sorted addresses}`` of busy devices."""

@@ -7,6 +7,7 @@ If these fail, a green scenario proves nothing.
 import testtools
 
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.tests.fixtures import fakelibvirt as fake
 from nova_pci_mdev.tests.functional import base
 from nova_pci_mdev.tests.functional import checks
@@ -115,10 +116,14 @@ class HypervisorsAgreeTest(testtools.TestCase):
                 sim.compute.topology, sim.kernel_mdevs()))
         self.assertEqual(views[0], views[1])
         devices = views[0][0]
-        # GPU + 3 nvidia-35 slots (the existing mdev took one of the 3
-        # instances), mlx5 + 2 slots, PF + 2 VFs; mtty (no type enabled)
-        # and the NVMe drive are not whitelisted.
-        self.assertEqual(1 + 3 + 1 + 2 + 1 + 2, len(devices))
+        # GPU + its existing mdev (2 more nvidia-35 slots to create), mlx5
+        # (2 slots to create), PF + 2 VFs; mtty (no type enabled) and the
+        # NVMe drive are not whitelisted.
+        self.assertEqual(1 + 1 + 1 + 1 + 2, len(devices))
+        snap = sim.compute.snapshot()
+        self.assertEqual({'0000:81:00.0': 2, '0000:85:00.0': 2}, {
+            d.address: capacity.creatable(d) for d in snap.devices
+            if capacity.creatable(d)})
         self.assertEqual([('0000:1d:00.0', 'type-PCI'), ('mtty', 'mdev-pf')],
                          views[0][1])
         self.assertEqual(

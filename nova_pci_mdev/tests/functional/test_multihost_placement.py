@@ -18,6 +18,7 @@ import collections
 import itertools
 
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.tests.functional import base
 from nova_pci_mdev.tests.functional import cloud as cloud_mod
 from nova_pci_mdev.tests.functional import worlds
@@ -45,6 +46,8 @@ def free_devices(hosts):
             if dev.status == Status.AVAILABLE and dev.dev_type in (
                     DevType.MDEV_VF, DevType.SRIOV_VF):
                 free[dev.mdev_type or dev.dev_type] += 1
+            if capacity.usable(dev):
+                free[dev.mdev_type] += capacity.usable(dev)
     return dict(free)
 
 

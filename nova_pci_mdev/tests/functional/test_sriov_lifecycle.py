@@ -20,6 +20,7 @@ import errno
 import testscenarios
 
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.tests.fixtures import fakelibvirt as fake
 from nova_pci_mdev.tests.functional import base
 from nova_pci_mdev.tests.functional import cloud as cloud_mod
@@ -170,12 +171,16 @@ class ParentChildTest(base.ScenarioTestCase):
         self.verify()
         (parent,) = self.assertHolds(self.host1, whole.uuid, 1,
                                      self.kind.parent_type)
-        state = self.host1.state()
-        children = [a for a, (t, _s, _i) in state.items()
-                    if t == self.kind.child_type and
-                    self.host1.devices()[a].parent_addr == parent.address]
-        self.assertEqual([Status.UNAVAILABLE] * 2,
-                         [state[a][1] for a in children])
+        devices = self.host1.devices()
+        parent = devices[parent.address]
+        # Its two children: VFs, or slots still to create (the whole GPU
+        # lost its free mdevs), none of them usable now.
+        blocked = [d.status for d in devices.values()
+                   if d.dev_type == self.kind.child_type
+                   and d.parent_addr == parent.address]
+        blocked += [Status.UNAVAILABLE] * capacity.creatable(parent)
+        self.assertEqual([Status.UNAVAILABLE] * 2, blocked)
+        self.assertEqual(0, capacity.usable(parent))
         self.assertDomain(self.host1, whole, [parent])
         self.assertEqual({}, self.host1.kernel_mdevs())
         # Only the other parent's two children are left on host1.
@@ -188,9 +193,12 @@ class ParentChildTest(base.ScenarioTestCase):
         # Freeing the parent gives its children back.
         self.cloud.delete(whole)
         self.verify()
-        self.assertEqual(
-            {Status.AVAILABLE},
-            {self.host1.devices()[a].status for a in children})
+        devices = self.host1.devices()
+        kids = [d.status for d in devices.values()
+                if d.parent_addr == parent.address]
+        self.assertEqual([Status.AVAILABLE] * len(kids), kids)
+        self.assertEqual(2, len(kids) + capacity.usable(
+            devices[parent.address]))
 
     def test_children_block_their_parent(self):
         inst = self.cloud.boot(self.kind.flavor(1), host='host1')
@@ -226,11 +234,11 @@ class HostLifecycleTest(base.ScenarioTestCase):
         gone = self.cloud.boot(self.kind.flavor(1))
         self.cloud.delete(gone)
         held = sorted(a.devices + b.devices)
-        before = self.host1.state()
+        before = self.host1.capacity_view()
         kernel = self.host1.kernel_mdevs()
         recreated = self.cloud.reboot_host('host1')
         self.verify()
-        self.assertEqual(before, self.host1.state())
+        self.assertEqual(before, self.host1.capacity_view())
         if self.kind.is_mdev:
             self.assertEqual(held, sorted(recreated.recreated))
             self.assertEqual({}, recreated.failed)
@@ -352,11 +360,8 @@ class RebootRecreateFailureTest(base.CloudTestCase):
         recreated = self.cloud.reboot_host('gpu1')
         self.assertEqual([existing], list(recreated.failed))
         # 3 instances in all, one is a's: 2 are left for the others.
-        free = sorted(addr for addr, (dev_type, status, _i)
-                      in sim.state().items()
-                      if status == Status.AVAILABLE and
-                      dev_type == worlds.MDEV.child_type)
-        self.assertEqual(2, len(free), free)
+        free = sim.capacity_view()[worlds.PARENT_0 + ' free slots']
+        self.assertEqual(2, free)
         self.assertRaises(cloud_mod.NoValidHost, self.cloud.boot,
                           worlds.MDEV.flavor(3))
         self.cloud.boot(worlds.MDEV.flavor(2))

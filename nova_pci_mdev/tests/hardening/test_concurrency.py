@@ -32,6 +32,7 @@ from testtools import content
 from nova_pci_mdev import exception
 from nova_pci_mdev import flavor as flavor_mod
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.tests.hardening import hosts
 from nova_pci_mdev.tests.hardening import procs
 from nova_pci_mdev.tests.hardening import recorder
@@ -246,6 +247,11 @@ class ConcurrencyTest(recorder.HardeningTestCase):
 
     @staticmethod
     def _capacity(compute):
-        return collections.Counter(
-            (d.dev_type, d.parent_addr) for d in compute.snapshot().devices
-            if d.status == Status.AVAILABLE)
+        free = collections.Counter()
+        for dev in compute.snapshot().devices:
+            if dev.status == Status.AVAILABLE:
+                free[(dev.dev_type, dev.parent_addr)] += 1
+            if capacity.usable(dev):       # slots still to create
+                free[(fields.PciDeviceType.MDEV_VF, dev.address)] += (
+                    capacity.usable(dev))
+        return free

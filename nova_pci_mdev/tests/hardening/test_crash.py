@@ -25,6 +25,7 @@ import fixtures
 
 from nova_pci_mdev import flavor as flavor_mod
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.tests.hardening import hosts
 from nova_pci_mdev.tests.hardening import procs
 from nova_pci_mdev.tests.hardening import recorder
@@ -85,6 +86,11 @@ class CrashTest(recorder.HardeningTestCase):
                 free.setdefault(dev.parent_addr, 0)
                 if dev.status == Status.AVAILABLE:
                     free[dev.parent_addr] += 1
+            elif dev.dev_type == fields.PciDeviceType.MDEV_PF and (
+                    capacity.creatable(dev)):
+                # Slots still to create.
+                free[dev.address] = free.get(dev.address, 0) + (
+                    capacity.usable(dev))
         return free
 
     def crash(self, target, *args):

@@ -141,11 +141,14 @@ class TestComputeHost(testtools.TestCase):
         for rec in kinds[T.MDEV_VF]:
             slots.setdefault((rec['parent_addr'], rec['mdev_type']),
                              []).append(rec)
-        self.assertEqual({('0000:d8:00.0', 'nvidia-222'): 16,
-                          ('0000:3b:00.0', 'nvidia-223'): 8,
-                          ('0000:5e:00.0', 'mlx5_core-local'): 16,
-                          ('mtty', 'mtty-1'): 4},
+        # Existing mdevs are records; slots still to create are counted
+        # on their parent (issue 15).
+        self.assertEqual({('0000:d8:00.0', 'nvidia-222'): 2},
                          {k: len(v) for k, v in slots.items()})
+        self.assertEqual({'0000:d8:00.0': '14', '0000:3b:00.0': '8',
+                          '0000:5e:00.0': '16', 'mtty': '4'},
+                         {r['address']: r['extra_info'].get('creatable')
+                          for r in kinds[T.MDEV_PF]})
         d8 = slots[('0000:d8:00.0', 'nvidia-222')]
         self.assertEqual(set(EXISTING), {r['address'] for r in d8
                                          if r['extra_info']['mdev_exists']

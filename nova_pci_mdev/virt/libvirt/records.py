@@ -15,10 +15,14 @@ Records (the device record contract of the tracker):
   exposes one, ``extra_info['supported_mdev_types']`` (comma-separated),
   ``extra_info['virtual'] = 'true'`` and empty vendor/product for virtual
   parents, ``extra_info['phys_function']`` for an mdev-capable VF;
-- its slots (:mod:`.slots`) as ``mdev-vf`` records: address = mdev UUID,
-  vendor, product and NUMA node of the parent, ``dev_id`` = the mdev's node
+- its slots still to create are counted, not listed:
+  ``extra_info['creatable']`` (a decimal string, absent at 0) on the parent
+  record; the tracker materialises them when claimed (:class:`SlotFactory`,
+  :mod:`nova_pci_mdev.pci.capacity`);
+- its existing mdevs as ``mdev-vf`` records: address = mdev UUID, vendor,
+  product and NUMA node of the parent, ``dev_id`` = the mdev's node
   name (None until libvirt knows the mdev), ``extra_info['mdev_exists']``
-  ``'true'`` for an active mdev, ``'false'`` for a slot still to create or
+  ``'true'`` for an active mdev, ``'false'`` for a slot being created or
   a defined but stopped mdev (``isActive()`` False; it keeps its slot and
   uses up one available instance), and ``extra_info['mdev_exposed'] =
   'true'``;
@@ -35,6 +39,7 @@ import collections
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.virt.libvirt import nodedev
 from nova_pci_mdev.virt.libvirt import nodenames
 from nova_pci_mdev.virt.libvirt import slots
@@ -110,20 +115,48 @@ def _parent_records(nodename, dev, mdevs, settings):
         # An exposed type the parent does not list (configuration naming
         # the wrong parent) gets slots for its existing mdevs only.
         available = kind.available_instances if kind is not None else 0
-        mine = [m for m in mdevs if m.mdev_type == exposed]
+        mine = sorted({m.uuid for m in mdevs if m.mdev_type == exposed})
         # A defined but stopped mdev keeps its UUID (it is a slot) but does
         # not hold an instance yet: starting it will take one of the
         # available instances, so that one is not a creatable slot.
-        stopped = sum(1 for m in mine if not m.active)
-        uuids = slots.slots_for_parent(
-            nodename, dev.address, exposed, [m.uuid for m in mine],
-            max(0, available - stopped), options.max_instances)
-        records.extend(slot(u, exposed, by_uuid.get(u), True)
-                       for u in uuids)
+        stopped = sum(1 for u in mine if not by_uuid[u].active)
+        count = slots.creatable_count(len(mine), max(0, available - stopped),
+                                      options.max_instances)
+        if count:
+            records[0]['extra_info'][capacity.CREATABLE] = str(count)
+        records.extend(slot(u, exposed, by_uuid[u], True) for u in mine)
     others = sorted((m for m in mdevs if m.mdev_type != exposed),
                     key=lambda m: m.uuid)
     records.extend(slot(m.uuid, m.mdev_type, m, False) for m in others)
     return records
+
+
+def new_slot_record(parent, uuid):
+    """The record of a slot of ``parent`` (a PciDevice) whose mdev is still
+    to create: what discovery reports for it once it is claimed."""
+    return _record(uuid, parent.vendor_id, parent.product_id,
+                   DevType.MDEV_VF, parent.numa_node, None,
+                   parent_addr=parent.address, mdev_type=parent.mdev_type,
+                   extra_info={'mdev_exists': 'false',
+                               'mdev_exposed': 'true'})
+
+
+class SlotFactory(object):
+    """The tracker's ``slot_factory`` (see :mod:`nova_pci_mdev.pci.
+    capacity`) for the compute node ``nodename``: new slots get the
+    UUIDs of :func:`.slots.new_slot_uuids`."""
+
+    def __init__(self, nodename):
+        self.nodename = nodename
+
+    def prototype(self, parent):
+        return new_slot_record(parent, slots.slot_uuid(
+            self.nodename, parent.address, parent.mdev_type, 0))
+
+    def records(self, parent, taken, count):
+        return [new_slot_record(parent, uuid) for uuid in
+                slots.new_slot_uuids(self.nodename, parent.address,
+                                     parent.mdev_type, taken, count)]
 
 
 def _index(devices):

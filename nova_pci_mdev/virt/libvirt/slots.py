@@ -9,13 +9,23 @@ not exist yet comes from a fixed sequence::
 so it is the same after a restart, and the mdev later created for the slot
 gets exactly that UUID.
 
-Invariant (the reason for the design): creating the mdev of any creatable
-slot (it becomes existing, ``availableInstances`` drops by one) leaves the
-set returned by :func:`slots_for_parent` unchanged, so a sync after a
+Slots still to create are **counted, not listed** (:func:`creatable_count`,
+issue 15): discovery reports the count with the parent, and the tracker
+materialises a slot only when a claim takes it, with
+:func:`new_slot_uuids`: the first UUIDs of the sequence that are not
+taken. Cost is therefore independent of ``availableInstances`` (a parent
+may report 2**31); a claim of ``k`` new slots walks at most ``k`` plus the
+number of taken UUIDs.
+
+Invariant (the reason for the design): creating the mdev of a creatable
+slot (it becomes existing, ``availableInstances`` drops by one) leaves
+the identities of the other creatable slots unchanged, so a sync after a
 creation changes no identity. Proof sketch: creatable slots are the first
 ``k`` UUIDs of the sequence that are not existing; moving one of them to
 the existing set lowers ``k`` by one and removes exactly that UUID from the
 walk, so the remaining ``k - 1`` are the same UUIDs as before.
+:func:`slots_for_parent` lists them all, for tools and tests that want
+every identity (it is linear in the count; the product never calls it).
 
 Cap: ``max_instances`` limits how many slots are *creatable*:
 ``creatable = min(available, max_instances - len(existing))`` (not below
@@ -104,19 +114,28 @@ def slots_for_parent(nodename, parent_addr, mdev_type, existing_uuids,
     ``len(existing_uuids) + available_instances``.
     """
     _check_nodename(nodename)
-    parent_addr = names.normalize_address(parent_addr)
-    names.validate_mdev_type(mdev_type)
     existing = sorted({names.normalize_uuid(u) for u in existing_uuids})
-    taken = set(existing)
     wanted = creatable_count(len(existing), available_instances,
                              max_instances)
-    creatable = []
+    return existing + new_slot_uuids(nodename, parent_addr, mdev_type,
+                                     set(existing), wanted)
+
+
+def new_slot_uuids(nodename, parent_addr, mdev_type, taken, count):
+    """The first ``count`` UUIDs of the parent's sequence not in ``taken``
+    (a set of lower-case UUIDs: the slots already tracked).
+
+    Walks at most ``count + len(taken)`` indexes.
+    """
+    _check_nodename(nodename)
+    _count(count, 'slot count')
+    parent_addr = names.normalize_address(parent_addr)
+    names.validate_mdev_type(mdev_type)
+    found = []
     index = 0
-    # Each iteration either adds a slot or skips one existing UUID, so the
-    # loop runs at most len(existing) + wanted times.
-    while len(creatable) < wanted:
+    while len(found) < count:
         candidate = _slot_uuid(nodename, parent_addr, mdev_type, index)
         index += 1
         if candidate not in taken:
-            creatable.append(candidate)
-    return existing + creatable
+            found.append(candidate)
+    return found

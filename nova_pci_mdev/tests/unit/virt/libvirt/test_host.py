@@ -193,44 +193,59 @@ def seq(parent, mdev_type, *indexes, node=NODE):
     return [slots.slot_uuid(node, parent, mdev_type, i) for i in indexes]
 
 
+def _device(record):
+    from nova_pci_mdev import objects
+    from nova_pci_mdev.objects import pci_device
+    objects.register_all()
+    return pci_device.PciDevice.create(record)
+
+
+def _new_slots(before, after, parent):
+    """(slots the tracker would make on ``parent`` before the creation of
+    its first one, after it: the created one plus the rest)."""
+    def made(found):
+        by_address = {r['address']: r for r in found}
+        dev = _device(by_address[parent])
+        return [r['address'] for r in records_mod.SlotFactory(NODE).records(
+            dev, set(by_address), int(dev.extra_info.get('creatable', 0)))]
+    was, now = made(before), made(after)
+    return was, was[:1] + now
+
+
 def summary(records):
-    """One comparable tuple per record."""
+    """One comparable tuple per record; a parent's last item is the number
+    of slots it can still create (None: none)."""
     return [(r['address'], r['dev_type'], r['vendor_id'], r['product_id'],
              r['numa_node'], r['parent_addr'], r['mdev_type'],
              r['extra_info'].get('mdev_exists'),
-             r['extra_info'].get('mdev_exposed')) for r in records]
+             r['extra_info'].get('mdev_exposed'),
+             r['extra_info'].get('creatable')) for r in records]
 
 
 def expected_world(with_mtty=False):
+    """Slots still to create are counted on their parent (issue 15)."""
     t4 = ('10de', '1eb8')
     rows = [
         ('0000:00:02.0', 'mdev-pf', '8086', '3e92', None, None, None, None,
-         None),
-        ('0000:00:1f.6', 'type-PCI', '8086', '15b8', None, None, None, None,
-         None),
-        ('0000:81:00.0', 'type-PF', '8086', '1528', 0, None, None, None,
-         None),
-        ('0000:81:10.0', 'type-VF', '8086', '1515', 0, '0000:81:00.0', None,
          None, None),
-        (GPU1, 'mdev-pf') + t4 + (0, None, 'nvidia-222', None, None),
-        (A, 'mdev-vf') + t4 + (0, GPU1, 'nvidia-222', 'true', 'true'),
-        (B, 'mdev-vf') + t4 + (0, GPU1, 'nvidia-222', 'true', 'true'),
+        ('0000:00:1f.6', 'type-PCI', '8086', '15b8', None, None, None, None,
+         None, None),
+        ('0000:81:00.0', 'type-PF', '8086', '1528', 0, None, None, None,
+         None, None),
+        ('0000:81:10.0', 'type-VF', '8086', '1515', 0, '0000:81:00.0', None,
+         None, None, None),
+        (GPU1, 'mdev-pf') + t4 + (0, None, 'nvidia-222', None, None, '2'),
+        (A, 'mdev-vf') + t4 + (0, GPU1, 'nvidia-222', 'true', 'true', None),
+        (B, 'mdev-vf') + t4 + (0, GPU1, 'nvidia-222', 'true', 'true', None),
+        (GPU2, 'mdev-pf') + t4 + (1, None, 'nvidia-222', None, None, '3'),
+        (C, 'mdev-vf') + t4 + (1, GPU2, 'nvidia-223', 'true', 'false',
+                               None),
     ]
-    rows += [(u, 'mdev-vf') + t4 + (0, GPU1, 'nvidia-222', 'false', 'true')
-             for u in seq(GPU1, 'nvidia-222', 0, 1)]
-    rows.append((GPU2, 'mdev-pf') + t4 + (1, None, 'nvidia-222', None,
-                                          None))
-    rows += [(u, 'mdev-vf') + t4 + (1, GPU2, 'nvidia-222', 'false', 'true')
-             for u in seq(GPU2, 'nvidia-222', 0, 1, 2)]
-    rows.append((C, 'mdev-vf') + t4 + (1, GPU2, 'nvidia-223', 'true',
-                                       'false'))
     if with_mtty:
         rows.append(('mtty', 'mdev-pf', '', '', None, None, 'mtty-1', None,
-                     None))
+                     None, '2'))
         rows.append((D, 'mdev-vf', '', '', None, 'mtty', 'mtty-1', 'true',
-                     'true'))
-        rows += [(u, 'mdev-vf', '', '', None, 'mtty', 'mtty-1', 'false',
-                  'true') for u in seq('mtty', 'mtty-1', 0, 1)]
+                     'true', None))
     return rows
 
 
@@ -277,14 +292,22 @@ class RealDriverDiscoveryTest(_Base):
             'mdev_type': 'nvidia-222', 'label': 'label_10de_1eb8',
             'dev_id': 'pci_0000_84_00_0',
             'extra_info': {'supported_mdev_types': 'nvidia-222,nvidia-223',
-                           'resource_class': 'VGPU'}}, by_address[GPU1])
+                           'resource_class': 'VGPU', 'creatable': '2'}
+        }, by_address[GPU1])
         self.assertEqual(X.mdev_name(A, 'pci_0000_84_00_0'),
                          by_address[A]['dev_id'])
         self.assertEqual(X.mdev_name(B, 'pci_0000_84_00_0', False),
                          by_address[B]['dev_id'])
-        creatable = seq(GPU1, 'nvidia-222', 0)[0]
-        self.assertIsNone(by_address[creatable]['dev_id'])
-        self.assertEqual('label_10de_1eb8', by_address[creatable]['label'])
+        # A slot still to create, as the tracker makes it when claimed.
+        (new,) = records_mod.SlotFactory(NODE).records(
+            _device(by_address[GPU1]), set(by_address), 1)
+        self.assertEqual({
+            'address': seq(GPU1, 'nvidia-222', 0)[0], 'vendor_id': '10de',
+            'product_id': '1eb8', 'dev_type': 'mdev-vf', 'numa_node': 0,
+            'parent_addr': GPU1, 'mdev_type': 'nvidia-222',
+            'label': 'label_10de_1eb8', 'dev_id': None,
+            'extra_info': {'mdev_exists': 'false', 'mdev_exposed': 'true'}},
+            new)
         self.assertNotIn('resource_class', by_address[IGPU]['extra_info'])
 
     def test_sync_after_creation_changes_no_identity(self):
@@ -297,10 +320,11 @@ class RealDriverDiscoveryTest(_Base):
             world_devices(gpu1_available=1, extra_mdevs=[first_free]),
             name='after.xml').discover(DEFAULT_SETTINGS)
         self.assertEqual([r['address'] for r in before],
-                         [r['address'] for r in after])
-        changed = {r['address'] for r in before} - {
-            r['address'] for r in before if r in after}
-        self.assertEqual({first_free}, changed)
+                         [r['address'] for r in after
+                          if r['address'] != first_free])
+        # The slots still to create keep their identities: the ones the
+        # tracker would make before are the created one and the rest.
+        self.assertEqual(*_new_slots(before, after, GPU1))
         now = {r['address']: r for r in after}[first_free]
         self.assertEqual('true', now['extra_info']['mdev_exists'])
         self.assertEqual(X.mdev_name(first_free, 'pci_0000_84_00_0'),
@@ -387,10 +411,9 @@ class DoubleDiscoveryTest(_Base):
             MTTY_DEVICES[1],
             (X.mdev_name(first_free, 'mtty_mtty'),
              X.mdev(first_free, 'mtty_mtty', 'mtty-1'), ('mdev',))])
-        addresses = [
-            [r['address'] for r in double_host(c, nodename=NODE).discover(
-                DEFAULT_SETTINGS)] for c in (before, after)]
-        self.assertEqual(addresses[0], addresses[1])
+        found = [double_host(c, nodename=NODE).discover(DEFAULT_SETTINGS)
+                 for c in (before, after)]
+        self.assertEqual(*_new_slots(found[0], found[1], 'mtty'))
 
     def test_defined_but_stopped_mdev(self):
         # B is defined (persistent) but stopped: it keeps its slot, is not
@@ -407,12 +430,13 @@ class DoubleDiscoveryTest(_Base):
             return double_host(conn, nodename=NODE)
 
         stopped = gpu1(available=2, b_active=False)
+        found = stopped.discover(DEFAULT_SETTINGS)
         rows = [(r['address'], r['dev_id'], r['extra_info']['mdev_exists'])
-                for r in stopped.discover(DEFAULT_SETTINGS)[1:]]
+                for r in found[1:]]
         self.assertEqual([(A, X.mdev_name(A, 'pci_0000_84_00_0'), 'true'),
-                          (B, X.mdev_name(B, 'pci_0000_84_00_0'), 'false'),
-                          (seq(GPU1, 'nvidia-222', 0)[0], None, 'false')],
+                          (B, X.mdev_name(B, 'pci_0000_84_00_0'), 'false')],
                          rows)
+        self.assertEqual('1', found[0]['extra_info']['creatable'])
         self.assertEqual({A}, set(stopped.list_mdevs()))
         started = gpu1(available=1, b_active=True)
         self.assertEqual(
@@ -423,10 +447,11 @@ class DoubleDiscoveryTest(_Base):
         conn = self.double(world_devices(), hostname='other-host')
         host = double_host(conn)
         self.assertEqual('other-host', host.hostname)
-        addresses = {r['address'] for r in host.discover(DEFAULT_SETTINGS)}
-        self.assertTrue(set(seq(GPU1, 'nvidia-222', 0, 1,
-                                node='other-host')) <= addresses)
-        self.assertFalse(set(seq(GPU1, 'nvidia-222', 0)) & addresses)
+        found = {r['address']: r for r in host.discover(DEFAULT_SETTINGS)}
+        new = records_mod.SlotFactory(host.hostname).records(
+            _device(found[GPU1]), set(found), 2)
+        self.assertEqual(seq(GPU1, 'nvidia-222', 0, 1, node='other-host'),
+                         [r['address'] for r in new])
 
     def test_exposure_table(self):
         table = [
@@ -442,10 +467,8 @@ class DoubleDiscoveryTest(_Base):
             ('cap of 2 on three creatable',
              StubSettings(Options('nvidia-222', max_instances=2)),
              'nvidia-222',
-             [(u, 'nvidia-222', 'false', 'true')
-              for u in seq(GPU2, 'nvidia-222', 0, 1)] +
              [(C, 'nvidia-223', 'true', 'false')],
-             {'resource_class': 'VGPU'}),
+             {'resource_class': 'VGPU', 'creatable': '2'}),
             ('no enabled type',
              StubSettings(),
              None,

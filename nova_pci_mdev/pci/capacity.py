@@ -1,0 +1,68 @@
+"""Slots still to create: counted on their parent, made when claimed.
+
+A parent (``mdev-pf``) that can still create mdevs of its exposed type
+carries the number in ``extra_info['creatable']`` (discovery puts it there:
+``availableInstances`` within ``max_instances``, less stopped or vanished
+held mdevs). No slot device exists for those: the pools count them, the
+provider tree adds them to the parent's total, and only a claim turns them
+into slot devices, through the tracker's ``slot_factory`` (the UUIDs the
+fixed sequence gives, see :mod:`nova_pci_mdev.virt.libvirt.slots`); the
+parent's count drops by as many. So nothing costs more with
+``availableInstances = 2**31`` than with 16 (issue 15, item 1).
+
+Pure: reads and writes ``extra_info`` dicts, no I/O.
+
+A ``slot_factory`` is any object with
+
+* ``prototype(parent) -> record``: the record a new slot of ``parent``
+  would have (for whitelist matching: its tags are those of every slot
+  still to create);
+* ``records(parent, taken, count) -> [record]``: ``count`` new slot records
+  whose addresses are not in ``taken`` (a set of tracked addresses).
+"""
+
+from nova_pci_mdev.objects import fields
+
+Status = fields.PciDeviceStatus
+DevType = fields.PciDeviceType
+
+CREATABLE = 'creatable'
+#: A stored count longer than this is not ours (and int() of a huge
+#: string is slow): it reads as 0.
+_MAX_DIGITS = 19
+_NOT_USABLE = frozenset((Status.CLAIMED, Status.ALLOCATED, Status.REMOVED,
+                         Status.DELETED))
+
+
+def _extra(dev):
+    if isinstance(dev, dict):
+        return dev.get('extra_info') or {}
+    return (dev.extra_info if 'extra_info' in dev else None) or {}
+
+
+def creatable(dev):
+    """The slots ``dev`` (a parent device or record) can still create."""
+    value = _extra(dev).get(CREATABLE)
+    if (not isinstance(value, str) or not value.isascii()
+            or not value.isdigit() or len(value) > _MAX_DIGITS):
+        return 0
+    return int(value)
+
+
+def usable(dev):
+    """``creatable(dev)`` while they can be claimed: the parent exposes a
+    type and is neither used whole (claimed, allocated) nor gone."""
+    if (dev.dev_type != DevType.MDEV_PF or not dev.mdev_type
+            or dev.status in _NOT_USABLE):
+        return 0
+    return creatable(dev)
+
+
+def with_creatable(extra_info, count):
+    """A copy of ``extra_info`` whose count is ``count`` (removed at 0)."""
+    extra = dict(extra_info or {})
+    if count > 0:
+        extra[CREATABLE] = str(count)
+    else:
+        extra.pop(CREATABLE, None)
+    return extra
