@@ -187,6 +187,21 @@ class MdevTypeError(MdevError):
     msg_fmt = 'mdev type %(mdev_type)s on parent %(parent)s: %(reason)s'
 
 
+class VgpuVfError(NovaPciMdevException):
+    """The ``nvidia/`` sysfs directory of an NVIDIA vGPU VF (the vendor-
+    specific VFIO framework) refused a write or holds what it should not;
+    ``address`` is the VF (or the file) at fault."""
+
+    msg_fmt = 'NVIDIA vGPU VF %(address)s: %(reason)s'
+
+
+class VgpuTypeNotCreatable(RequestNotSatisfiable):
+    """A VF cannot take a vGPU type now (the driver no longer lists it)."""
+
+    msg_fmt = ('NVIDIA vGPU VF %(address)s cannot take vGPU type '
+               '%(mdev_type)s now: %(reason)s')
+
+
 class StoreError(NovaPciMdevException):
     msg_fmt = 'State store %(path)s: %(reason)s'
 

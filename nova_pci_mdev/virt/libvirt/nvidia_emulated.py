@@ -1,0 +1,206 @@
+"""An emulated NVIDIA vGPU driver: plays the kernel on a sysfs tree.
+
+For ``test://`` hosts (libvirt's test driver knows nothing of NVIDIA's
+``nvidia/`` directories) and for the tests, this module keeps a tree laid
+out as :mod:`.nvidia_sysfs` reads it and reacts to writes to
+``current_vgpu_type`` the way NVIDIA documents the driver does::
+
+    <root>/nvidia_emulation.json          the catalogue (below); not sysfs
+    <root>/sys/bus/pci/devices/<VF>/nvidia/
+        current_vgpu_type   creatable_vgpu_types
+
+The catalogue says, per GPU (PF address): its framebuffer in MB, its VFs
+and its vGPU types as ``[id, name, framebuffer MB]``, and whether it may
+mix profile sizes (``mixed_sizes``, default false). The real driver keeps
+this knowledge to itself; sysfs shows only its consequence, the creatable
+list of each VF, which this emulator derives as follows (an emulation
+choice, see docs/NVIDIA_VF.md for what NVIDIA documents):
+
+* a VF that holds a type lists nothing;
+* a free VF lists every type whose framebuffer still fits in what the
+  GPU's vGPUs leave free and, unless ``mixed_sizes``, whose framebuffer
+  equals the size already in use on the GPU (one profile size at a time).
+
+Writes: a type id the VF lists now -> it holds it and every sibling's list
+is recomputed; ``0`` -> it holds nothing (``EBUSY`` while its VFIO device is
+open, see :meth:`EmulatedDriver.hold`); an id it does not list -> ``EINVAL``;
+a type over another -> ``EBUSY``; text that is not a number -> ``EINVAL``;
+any other attribute -> ``EACCES``; a path outside ``<root>/sys`` ->
+``EACCES``; an unknown path -> ``ENOENT``. :meth:`EmulatedDriver.reboot`
+drops every type.
+"""
+
+import errno
+import json
+import os
+
+from nova_pci_mdev import exception
+from nova_pci_mdev.virt.libvirt import nvidia_vf
+
+CATALOGUE = 'nvidia_emulation.json'
+
+
+def _oserror(err, path):
+    return OSError(err, os.strerror(err), path)
+
+
+def _vf_dir(root, address):
+    return os.path.join(root, 'sys', 'bus', 'pci', 'devices', address,
+                        nvidia_vf.SYSFS_DIR)
+
+
+def _put(path, text):
+    with open(path, 'w', encoding='ascii') as handle:
+        handle.write(text)
+
+
+def load_catalogue(root):
+    """The catalogue of the tree under ``root`` (validated)."""
+    path = os.path.join(root, CATALOGUE)
+    try:
+        with open(path, encoding='utf-8') as handle:
+            data = json.load(handle)
+        gpus = {pf: _gpu(pf, spec) for pf, spec in data['gpus'].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise exception.VgpuVfError(
+            address=path, reason='unusable emulation catalogue: %s' % exc)
+    return gpus
+
+
+def _gpu(pf, spec):
+    types = tuple(nvidia_vf.VgpuType(id=int(i), name=str(n))
+                  for i, n, _fb in spec['types'])
+    sizes = {int(i): int(fb) for i, _n, fb in spec['types']}
+    return {'pf': pf, 'framebuffer_mb': int(spec['framebuffer_mb']),
+            'vfs': tuple(str(v) for v in spec['vfs']), 'types': types,
+            'sizes': sizes, 'mixed_sizes': bool(spec.get('mixed_sizes'))}
+
+
+def catalogue_text(gpus):
+    """The catalogue as JSON, one vGPU type a line."""
+    parts = []
+    for pf in sorted(gpus):
+        spec = gpus[pf]
+        rows = ',\n'.join('    ' + json.dumps(list(t)) for t in spec['types'])
+        parts.append('  %s: {\n   "framebuffer_mb": %d,\n   "mixed_sizes": '
+                     '%s,\n   "vfs": %s,\n   "types": [\n%s\n   ]}' % (
+                         json.dumps(pf), spec['framebuffer_mb'],
+                         json.dumps(bool(spec.get('mixed_sizes'))),
+                         json.dumps(list(spec['vfs'])), rows))
+    return '{"gpus": {\n%s\n}}\n' % ',\n'.join(parts)
+
+
+def write_tree(root, gpus):
+    """Create a tree and its catalogue under ``root``.
+
+    ``gpus``: ``{pf: {'framebuffer_mb': n, 'vfs': [addresses], 'types':
+    [[id, name, framebuffer MB], ...], 'mixed_sizes': bool}}``. Every VF
+    starts without a type. Returns an :class:`EmulatedDriver` on it.
+    """
+    os.makedirs(root, exist_ok=True)
+    _put(os.path.join(root, CATALOGUE), catalogue_text(gpus))
+    for spec in gpus.values():
+        for vf in spec['vfs']:
+            os.makedirs(_vf_dir(root, vf), exist_ok=True)
+            _put(os.path.join(_vf_dir(root, vf), nvidia_vf.CURRENT_FILE),
+                 '0\n')
+    driver = EmulatedDriver(root)
+    driver.refresh()
+    return driver
+
+
+class EmulatedDriver(object):
+    """The driver's reactions on the tree under ``root`` (module doc)."""
+
+    def __init__(self, root):
+        self.root = os.path.abspath(root)
+        self.sys = os.path.realpath(os.path.join(self.root, 'sys'))
+        self.gpus = load_catalogue(self.root)
+        self._gpu_of = {}
+        self._file_of = {}         # real path of current_vgpu_type -> VF
+        for pf, gpu in self.gpus.items():
+            for vf in gpu['vfs']:
+                self._gpu_of[vf] = gpu
+                path = os.path.join(_vf_dir(self.root, vf),
+                                    nvidia_vf.CURRENT_FILE)
+                self._file_of[os.path.realpath(path)] = vf
+        self._held = set()
+
+    # -- the state, as files -------------------------------------------------
+
+    def current(self, vf):
+        """The type id ``vf`` holds (0: none), from its file."""
+        path = os.path.join(_vf_dir(self.root, vf), nvidia_vf.CURRENT_FILE)
+        with open(path, encoding='ascii') as handle:
+            return nvidia_vf.parse_current(handle.read(), path)
+
+    def creatable(self, vf):
+        """What ``vf`` can take now (see the module docstring)."""
+        gpu = self._gpu_of[vf]
+        if self.current(vf):
+            return ()
+        used = [gpu['sizes'].get(self.current(v), 0) for v in gpu['vfs']
+                if self.current(v)]
+        left = gpu['framebuffer_mb'] - sum(used)
+        return tuple(t for t in gpu['types']
+                     if gpu['sizes'][t.id] <= left and (
+                         gpu['mixed_sizes'] or not used
+                         or gpu['sizes'][t.id] == used[0]))
+
+    def refresh(self, gpu=None):
+        """Rewrite the creatable lists (of one GPU, or of all)."""
+        for spec in ([gpu] if gpu is not None else self.gpus.values()):
+            for vf in spec['vfs']:
+                _put(os.path.join(_vf_dir(self.root, vf),
+                                  nvidia_vf.CREATABLE_FILE),
+                     nvidia_vf.format_creatable(self.creatable(vf)))
+
+    def _set(self, vf, type_id):
+        _put(os.path.join(_vf_dir(self.root, vf), nvidia_vf.CURRENT_FILE),
+             '%d\n' % type_id)
+        self.refresh(self._gpu_of[vf])
+
+    # -- the kernel ----------------------------------------------------------
+
+    def hold(self, vf, open_=True):
+        """The VF's VFIO device is open (a guest runs): dropping fails."""
+        (self._held.add if open_ else self._held.discard)(vf)
+
+    def write(self, path, data):
+        """``write(2)`` of ``data`` to ``path`` (see the module docstring)."""
+        real = os.path.realpath(path)
+        if not real.startswith(self.sys + os.sep):
+            raise _oserror(errno.EACCES, path)
+        if not os.path.isfile(real):
+            raise _oserror(errno.ENOENT, path)
+        vf = self._file_of.get(real)
+        if vf is None:
+            raise _oserror(errno.EACCES, path)
+        text = data.strip() if isinstance(data, str) else ''
+        if not text.isdigit() or not text.isascii():
+            raise _oserror(errno.EINVAL, path)
+        type_id, current = int(text), self.current(vf)
+        if type_id == 0:
+            if current and vf in self._held:
+                raise _oserror(errno.EBUSY, path)
+            self._set(vf, 0)
+        elif current:
+            raise _oserror(errno.EBUSY, path)
+        elif not any(t.id == type_id for t in self.creatable(vf)):
+            raise _oserror(errno.EINVAL, path)
+        else:
+            self._set(vf, type_id)
+
+    def reboot(self):
+        """Every VF loses its type (and its guest)."""
+        self._held.clear()
+        for gpu in self.gpus.values():
+            for vf in gpu['vfs']:
+                _put(os.path.join(_vf_dir(self.root, vf),
+                                  nvidia_vf.CURRENT_FILE), '0\n')
+        self.refresh()
+
+    def types(self):
+        """``{vf: type id}`` of every VF that holds a type."""
+        return {vf: self.current(vf) for vf in sorted(self._gpu_of)
+                if self.current(vf)}
