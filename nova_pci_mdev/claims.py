@@ -13,6 +13,7 @@ from nova_pci_mdev import exception
 from nova_pci_mdev import names
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.virt.libvirt import config as vconfig
+from nova_pci_mdev.virt.libvirt import nvidia_vf
 
 DevType = fields.PciDeviceType
 
@@ -27,6 +28,7 @@ class ClaimResult:
     created_mdevs: tuple     # UUIDs of mdevs this claim created
     removed_mdevs: tuple = ()  # UUIDs of free mdevs of parents used whole
     dry_run: bool = False
+    vgpu_types_set: tuple = ()  # NVIDIA VFs whose vGPU type this claim set
 
     def devices_xml(self):
         """The guest's ``<devices>`` element with one hostdev per device."""
@@ -63,7 +65,11 @@ def record(flavor, choice, extra=None):
 
 
 def hostdev_for(dev):
-    """The guest hostdev config of one claimed device."""
+    """The guest hostdev config of one claimed device (an NVIDIA vGPU VF:
+    see :func:`.nvidia_vf.guest_hostdev`)."""
+    vgpu_vf = nvidia_vf.guest_hostdev(dev)
+    if vgpu_vf is not None:
+        return vgpu_vf
     if dev.dev_type == DevType.MDEV_VF:
         return vconfig.LibvirtConfigGuestHostdevMDEV(uuid=dev.address)
     if not names.is_pci_address(dev.address):

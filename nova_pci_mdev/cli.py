@@ -56,6 +56,9 @@ def build_compute_host(args, settings):
     from nova_pci_mdev.virt.libvirt import emulated
     from nova_pci_mdev.virt.libvirt import host as host_mod
     from nova_pci_mdev.virt.libvirt import mdev
+    from nova_pci_mdev.virt.libvirt import nvidia_emulated
+    from nova_pci_mdev.virt.libvirt import nvidia_sysfs
+    from nova_pci_mdev.virt.libvirt import vgpu_vfs
 
     state_dir_mod.prepare(args.state_dir)
     # connect() gives a Host that reopens the connection if libvirtd restarts.
@@ -76,10 +79,16 @@ def build_compute_host(args, settings):
         beside=[os.path.join(args.state_dir, name)
                 for name in state_dir_mod.EMULATED_FILES])
     try:
+        # NVIDIA vGPU VFs: /sys, or the sidecar's sysfs tree copied into
+        # the state directory with an emulated driver.
+        vf_sysfs = nvidia_sysfs.NvidiaVfSysfs('/')
         if sidecar is not None:
             host = emulated.EmulatedHost(conn, args.state_dir, sidecar,
                                          libvirt=host.libvirt)
             backend = host.backend
+            vf_sysfs = (nvidia_emulated.seeded_sysfs(sidecar.nvidia_sysfs,
+                                                     args.state_dir)
+                        if sidecar.nvidia_sysfs else None)
         elif host.has_min_version(7, 3):
             from nova_pci_mdev.virt.libvirt import mdev_libvirt
             backend = mdev_libvirt.LibvirtNodeDeviceBackend(
@@ -87,9 +96,9 @@ def build_compute_host(args, settings):
         else:
             from nova_pci_mdev.virt.libvirt import mdev_sysfs
             backend = mdev_sysfs.SysfsBackend('/')
-        return compute_mod.ComputeHost(host, settings, store,
-                                       mdev.MdevManager(backend),
-                                       host.numa_topology())
+        return compute_mod.ComputeHost(
+            host, settings, store, mdev.MdevManager(backend),
+            host.numa_topology(), vgpus=vgpu_vfs.VgpuVfManager(vf_sysfs))
     except BaseException:
         store.close()
         raise
@@ -102,6 +111,24 @@ def load_settings(args):
 
 # -- commands --------------------------------------------------------------
 
+def _host_problems(args, settings):
+    """Warnings and notes that need the host: device specs matching
+    nothing, and what each GPU with NVIDIA vGPU VFs can serve."""
+    from nova_pci_mdev.virt.libvirt import nvidia_check
+    from nova_pci_mdev.virt.libvirt import nvidia_vf
+
+    compute = build_compute_host(args, settings)
+    records = compute.host.discover(settings)
+    states = compute.vgpus.states(nvidia_vf.candidate_addresses(records))
+    records = nvidia_vf.apply(records, states, settings)
+    problems = [exception.ConfigWarning(
+        group='pci', option='device_spec', value=spec.source,
+        rule='matches no device on host %s' % compute.nodename)
+        for spec in settings.whitelist.unmatched(records)]
+    problems.extend(nvidia_check.gpu_notes(records, states, settings))
+    return problems
+
+
 def cmd_check_config(args, out):
     cfg = conf_mod.new_config(args.config_file)
     problems = list(conf_mod.validate(cfg))
@@ -109,12 +136,7 @@ def cmd_check_config(args, out):
               == 'error']
     if not errors:
         settings = conf_mod.load_settings(cfg)
-        compute = build_compute_host(args, settings)
-        records = compute.host.discover(settings)
-        for spec in settings.whitelist.unmatched(records):
-            problems.append(exception.ConfigWarning(
-                group='pci', option='device_spec', value=spec.source,
-                rule='matches no device on host %s' % compute.nodename))
+        problems.extend(_host_problems(args, settings))
     if args.format == 'json':
         out.write(render.to_json([
             {'severity': getattr(p, 'severity', 'error'), 'message': str(p),
@@ -124,7 +146,7 @@ def cmd_check_config(args, out):
         for problem in problems:
             out.write('%s: %s\n' % (getattr(problem, 'severity', 'error'),
                                     problem))
-        if not problems:
+        if all(getattr(p, 'severity', None) == 'note' for p in problems):
             out.write('configuration OK: %d device spec(s), %d alias(es), '
                       '%d enabled mdev type(s)\n' % (
                           len(settings.whitelist.specs),

@@ -18,11 +18,11 @@ The two request paths end in the same tracker:
   :func:`nova_pci_mdev.pci.allocation.local_allocations` when there is
   none) becomes slots of that parent claimed in the tracker.
 
-Then every claimed slot gets its mdev (created if needed, all or nothing),
-the devices are allocated, and the guest gets one ``<hostdev>`` each
-(:mod:`.claims` holds the pure pieces). A failure at any step leaves the
-store as it was and undoes the host steps before it; the first error is
-raised, with a note for every undo that failed.
+Then every claimed slot gets its mdev (created if needed, all or nothing)
+or vGPU type (NVIDIA VFs, :mod:`.vgpu_vfs`), the devices are allocated and
+the guest gets one ``<hostdev>`` each (:mod:`.claims`: the pure pieces). A
+failure at any step leaves the store as it was and undoes the host steps
+before it, raising the first error with a note per undo that failed.
 
 Views (:meth:`ComputeHost.snapshot`, :meth:`ComputeHost.provider_tree`,
 :meth:`ComputeHost.live_move_source`) and dry runs only read the host: they
@@ -50,6 +50,7 @@ from nova_pci_mdev.pci import numa_fit
 from nova_pci_mdev.pci import placement
 from nova_pci_mdev.virt.libvirt import mdev as mdev_mod
 from nova_pci_mdev.virt.libvirt import records as records_mod
+from nova_pci_mdev.virt.libvirt import vgpu_vfs
 
 DevType = fields.PciDeviceType
 Status = fields.PciDeviceStatus
@@ -123,9 +124,11 @@ class ComputeHost(object):
     :param store: :class:`nova_pci_mdev.store.SqliteStore`
     :param mdevs: :class:`~.mdev.MdevManager` over the host's backend
     :param topology: the host's :class:`nova_pci_mdev.numa.HostTopology`
+    :param vgpus: :class:`~.vgpu_vfs.VgpuVfManager` (NVIDIA vGPU VFs)
     """
 
-    def __init__(self, host, settings, store, mdevs, topology):
+    def __init__(self, host, settings, store, mdevs, topology, vgpus=None):
+        self.vgpus = vgpus or vgpu_vfs.VgpuVfManager()
         self.host = host
         self.settings = settings
         self.store = store
@@ -143,12 +146,11 @@ class ComputeHost(object):
         """Load, recreate, sync, yield a :class:`Session`, then save.
 
         With ``change_host`` allocated slots whose mdev vanished (host
-        reboot) are recreated first, with the same UUID on the same parent;
-        without it (views, dry runs) the host is only read. Either way a
-        held slot the host does not list keeps its capacity (see
-        :meth:`.host.Host.discover`), so it is never offered to anyone
-        else. Then the host is discovered and the tracker synced. An
-        exception rolls it all back.
+        reboot) are recreated first, with the same UUID on the same parent,
+        and allocated NVIDIA VFs get their vGPU type back; without it
+        (views, dry runs) the host is only read. Either way a held slot the
+        host does not list keeps its capacity (:meth:`.host.Host.discover`)
+        and is never offered to anyone else. Then the host is discovered.
         """
         with self.store.transaction() as tx:
             loaded = tx.load_devices()
@@ -156,11 +158,12 @@ class ComputeHost(object):
                     and d.status in (Status.CLAIMED, Status.ALLOCATED)]
             recreated = mdev_mod.RecreateReport([], {})
             if change_host:
-                recreated = self.mdevs.recreate_vanished(
-                    [claims.slot_of(d) for d in held
-                     if d.status == Status.ALLOCATED])
-            records = self.host.discover(
-                self.settings, held=[claims.slot_of(d) for d in held])
+                recreated = self.vgpus.restore_held(
+                    loaded, self.mdevs.recreate_vanished(
+                        [claims.slot_of(d) for d in held
+                         if d.status == Status.ALLOCATED]))
+            records = self.vgpus.view(self.host.discover(self.settings, held=[
+                claims.slot_of(d) for d in held]), self.settings)
             tracker = manager.PciDevTracker(
                 self._whitelist, self.topology, loaded,
                 slot_factory=self._slots)
@@ -174,10 +177,8 @@ class ComputeHost(object):
     # -- read-only views ---------------------------------------------------
 
     def sync(self):
-        """Sync with the hypervisor (recreating vanished allocated mdevs).
-
-        Returns ``(SyncReport, RecreateReport)``.
-        """
+        """Sync with the hypervisor (recreating vanished allocated mdevs);
+        returns ``(SyncReport, RecreateReport)`` (mdev UUIDs and VFs)."""
         with self.session() as s:
             return s.report, s.recreated
 
@@ -287,14 +288,16 @@ class ComputeHost(object):
         """
         devices = choice.devices
         hostdevs = tuple(claims.hostdev_for(d) for d in devices)
-        created = removed = ()
+        created = removed = assigned = ()
         if devices and not dry_run:
             created = tuple(self.mdevs.ensure(
                 [claims.slot_of(d) for d in devices
                  if d.dev_type == DevType.MDEV_VF]))
-            with self._undone_on_failure(created, ()):
+            with self._undone_on_failure(created, ()):   # before the guest
+                assigned = tuple(self.vgpus.assign_devices(devices))
+            with self._undone_on_failure(created, (), assigned):
                 removed = self._clear_whole_parents(s, devices)
-            with self._undone_on_failure(created, removed):
+            with self._undone_on_failure(created, removed, assigned):
                 s.tracker.allocate_instance(consumer)
                 s.tx.save_instance(consumer,
                                    claims.record(flavor, choice, extra))
@@ -304,7 +307,7 @@ class ComputeHost(object):
             allocations=choice.allocations, hostdevs=hostdevs,
             created_mdevs=created,
             removed_mdevs=tuple(info.uuid for info in removed),
-            dry_run=dry_run)
+            dry_run=dry_run, vgpu_types_set=assigned)
 
     def _clear_whole_parents(self, s, devices):
         """A parent passed through whole cannot keep mdevs (the device is
@@ -318,15 +321,15 @@ class ComputeHost(object):
             for d in s.tracker.devices_of(held_by)]))
 
     @contextlib.contextmanager
-    def _undone_on_failure(self, created, removed):
-        """On any failure inside: remove the mdevs ``created``, recreate
-        those ``removed``, and re-raise the failure itself; each undo that
-        fails is added to it as a note (``rollback: ...``), so none is lost
-        and none replaces the first error."""
+    def _undone_on_failure(self, created, removed, assigned=()):
+        """On any failure inside: drop the vGPU types ``assigned``, remove
+        the mdevs ``created``, recreate those ``removed``, re-raise it with
+        a note (``rollback: ...``) per failed undo: none is lost."""
         try:
             yield
         except BaseException as exc:
-            for failure in self.mdevs.undo(created, removed):
+            for failure in self.vgpus.undo(assigned) + self.mdevs.undo(
+                    created, removed):
                 exc.add_note('rollback: %s' % failure)
             raise
 
@@ -385,11 +388,12 @@ class ComputeHost(object):
     def release(self, instance_uuid):
         """Free every device of ``instance_uuid``; returns the freed ones.
 
-        mdevs stay on the host for the next instance (as in Nova). An
-        unknown instance frees nothing.
+        mdevs stay on the host for the next instance (as in Nova), NVIDIA
+        VFs lose their vGPU type first. An unknown instance frees nothing.
         """
         instance_uuid = names.normalize_uuid(instance_uuid, 'instance UUID')
         with self.session() as s:
+            self.vgpus.clear_devices(s.tracker.devices_of(instance_uuid))
             freed = s.tracker.free_instance(instance_uuid)
             if instance_uuid in s.instances:
                 s.tx.delete_instance(instance_uuid)

@@ -76,6 +76,13 @@ class ConfigWarning(ConfigError):
     severity = 'warning'
 
 
+class ConfigNote(ConfigWarning):
+    """What the host makes of a piece of configuration (no problem)."""
+
+    msg_fmt = '[%(group)s] %(option)s = %(value)s: %(rule)s'
+    severity = 'note'
+
+
 class ConfigErrors(Invalid):
     """Every problem found in one validation run (``errors`` keeps them)."""
 

@@ -44,7 +44,25 @@ def device_dict(dev):
     out = {key: (getattr(dev, key) if key in dev else None)
            for key in DEVICE_KEYS}
     out['extra_info'] = dict(dev.extra_info) if 'extra_info' in dev else {}
+    if (dev.dev_type == DevType.SRIOV_VF
+            and out['extra_info'].get('vgpu_framework')):
+        # An NVIDIA vGPU VF: what its nvidia/current_vgpu_type holds now.
+        out['current_vgpu_type'] = out['extra_info'].get(
+            'vgpu_current') or None
     return out
+
+
+def _vgpu_state(dev):
+    """`` vGPU nvidia-1150 set`` / `` vGPU type set on claim`` / ..., or
+    '' for a device that is not an NVIDIA vGPU VF."""
+    extra = dev.extra_info if 'extra_info' in dev else {}
+    if dev.dev_type != DevType.SRIOV_VF or not extra.get('vgpu_framework'):
+        return ''
+    if extra.get('vgpu_current'):
+        return ' vGPU %s set' % extra['vgpu_current']
+    if dev.mdev_type:
+        return ' vGPU type set on claim'
+    return ' no vGPU type set'
 
 
 def _ids(dev):
@@ -64,7 +82,12 @@ def _flags(dev, whitelisted):
     extra = dev.extra_info if 'extra_info' in dev else {}
     if extra.get('missing') == 'true':
         flags.append('MISSING from host')
-    if not whitelisted:
+    if not whitelisted and extra.get('mdev_exposed') == 'false':
+        # Not a slot of the type its parent exposes: an mdev left over
+        # from another configuration, an NVIDIA VF that holds another
+        # type, cannot take it now or is beyond max_instances.
+        flags.append('not offered')
+    elif not whitelisted:
         flags.append('not whitelisted')
     return (' [%s]' % ', '.join(flags)) if flags else ''
 
@@ -92,7 +115,7 @@ def device_tree(devices, whitelisted=lambda dev: True):
         for dev in sorted(nodes[node], key=lambda d: d.address):
             head = '  %-14s %-8s %-10s' % (dev.address, dev.dev_type,
                                            _ids(dev))
-            if dev.dev_type == DevType.MDEV_PF:
+            if dev.dev_type == DevType.MDEV_PF or dev.mdev_type:
                 rc = dev.extra_info.get('resource_class')
                 head += ' %s' % (dev.mdev_type or '(no enabled type)')
                 if rc:
@@ -110,9 +133,8 @@ def device_tree(devices, whitelisted=lambda dev: True):
             for i, kid in enumerate(shown):
                 last = i == len(shown) - 1 and not (to_create or blocked)
                 branch = '`-' if last else '|-'
-                what = kid.mdev_type if kid.dev_type == DevType.MDEV_VF else (
-                    _ids(kid))
-                state = ''
+                what = kid.mdev_type if kid.mdev_type else _ids(kid)
+                state = _vgpu_state(kid)
                 if kid.dev_type == DevType.MDEV_VF:
                     state = (' mdev exists' if kid.extra_info.get(
                         'mdev_exists') == 'true' else ' mdev to create')

@@ -22,9 +22,10 @@ from nova_pci_mdev import exception
 from nova_pci_mdev import store_files
 
 STORE_FILE = 'state.db'
-#: What the emulated mdev backend keeps in the directory (its state and
-#: lock): their presence beside a missing store means the store was lost.
-EMULATED_FILES = ('mdevs.json', 'mdevs.json.lock')
+#: What the emulated backends keep in the directory (the mdevs, their lock,
+#: the copy of an NVIDIA VF sysfs tree): their presence beside a missing
+#: store means the store was lost.
+EMULATED_FILES = ('mdevs.json', 'mdevs.json.lock', 'nvidia-sysfs')
 SAMPLE_OWNER = 'bundled sample host'
 
 #: Filesystems that cannot hold a state directory.

@@ -113,6 +113,15 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
         if target < (1, 8):
             base.raise_on_too_new_values(
                 target_version, primitive, 'dev_type', DevType.MDEV_TYPES)
+            if (primitive.get('dev_type') == DevType.SRIOV_VF
+                    and primitive.get('mdev_type') is not None):
+                # An NVIDIA vGPU VF: 1.7 would make it a plain VF that is
+                # passed through without its vGPU type.
+                raise exception.ObjectActionError(
+                    action='obj_make_compatible',
+                    reason='a type-VF with mdev_type=%s (an NVIDIA vGPU VF) '
+                           'cannot be represented in version %s' % (
+                               primitive['mdev_type'], target_version))
             primitive.pop('mdev_type', None)
         if target < (1, 7):
             base.raise_on_too_new_values(

@@ -17,8 +17,10 @@ Shape of the tree (DESIGN section 4, Placement path)::
 Invariants:
 
 * One child per present ``mdev-pf`` device that exposes a type
-  (``mdev_type`` set); parents without an exposed type, removed parents
-  and every other device type yield no provider.
+  (``mdev_type`` set), and per present ``type-PF`` that exposes one (the
+  PF of an NVIDIA GPU whose vGPUs are its VFs, whose slots are its
+  ``type-VF`` children of that type); parents without an exposed type,
+  removed parents and every other device type yield no provider.
 * A child's name is ``<nodename>_<dev_id>`` and its uuid is a uuid5 of
   that name, so both are stable across restarts and hosts never collide.
 * ``total`` counts the parent's present ``mdev-vf`` slots of the exposed
@@ -271,10 +273,11 @@ def build_provider_tree(nodename, root_uuid, devices, placement_held=(),
     parents = []
     slots_by_parent = {}
     for dev in devices:
-        if dev.dev_type == DevType.MDEV_PF:
+        if dev.dev_type in DevType.PARENT_TYPES:
             if dev.status not in _GONE and dev.mdev_type:
                 parents.append(dev)
-        elif dev.dev_type == DevType.MDEV_VF and dev.parent_addr:
+        elif dev.parent_addr and (dev.dev_type == DevType.MDEV_VF or (
+                dev.dev_type == DevType.SRIOV_VF and dev.mdev_type)):
             slots_by_parent.setdefault(dev.parent_addr, []).append(dev)
     children = [_child(nodename, root_uuid, p,
                        slots_by_parent.get(p.address, ()), placement_held)

@@ -4,8 +4,13 @@ An alias has Nova's keys (``name``, ``vendor_id``, ``product_id``,
 ``device_type``, ``numa_policy``, ``capability_type``, ``resource_class``,
 ``traits``, ``live_migratable``) plus ``mdev_type``. ``device_type`` accepts
 ``type-PCI``, ``type-PF``, ``type-VF``, ``vdpa``, ``mdev-pf`` and
-``mdev-vf``; an alias with ``mdev_type`` and no ``device_type`` asks for
-``mdev-vf``.
+``mdev-vf``. An alias with ``mdev_type`` and no ``device_type`` asks for a
+vGPU slot of that type, whatever carries it: an mdev (``mdev-vf``) or an
+NVIDIA vGPU VF (a ``type-VF`` whose vGPU type is chosen in sysfs, see
+:mod:`nova_pci_mdev.virt.libvirt.nvidia_vf`): its spec names no
+``dev_type`` (parent pools are only matched when asked for), and the alias
+counts as ``mdev-vf`` when same-name entries are compared. ``mdev_type``
+with ``device_type: type-VF`` asks for vGPU VFs only.
 
 Invariants:
 
@@ -46,6 +51,8 @@ IGNORED_KEYS = ('resource_class', 'traits')
 MAX_NAME_LEN = 256
 _ID_RE = re.compile(r'^[0-9a-fA-F]{4}\Z')
 _COUNT_RE = re.compile(r'^[0-9]{1,9}\Z')
+#: Device types an alias with ``mdev_type`` may name.
+_TYPED = DevType.MDEV_TYPES + (DevType.SRIOV_VF,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,10 +108,10 @@ def _parse_entry(entry, bad):
         except exception.Invalid:
             bad('mdev_type', devspec.show(entry['mdev_type']),
                 names.MDEV_TYPE_RULE)
-        if dev_type in DevType.ALL and dev_type not in DevType.MDEV_TYPES:
+        if dev_type in DevType.ALL and dev_type not in _TYPED:
             bad('device_type', devspec.show(dev_type),
-                'an alias with mdev_type asks for %s'
-                % ' or '.join(DevType.MDEV_TYPES))
+                'an alias with mdev_type asks for %s (an NVIDIA vGPU VF)'
+                % ', '.join(_TYPED))
     policy = entry.get('numa_policy', Policy.LEGACY)
     if policy not in Policy.ALL:
         bad('numa_policy', devspec.show(policy),
@@ -124,10 +131,9 @@ def _parse_entry(entry, bad):
             bad(key, devspec.show(entry[key]), 'expected a string')
     if bad.count != before:
         return None
-    effective = _effective_dev_type(entry)
-    if effective is not None:
-        spec['dev_type'] = effective
-    return name.strip(), policy, effective, spec
+    if dev_type is not None:
+        spec['dev_type'] = dev_type
+    return name.strip(), policy, _effective_dev_type(entry), spec
 
 
 class _Reporter(object):

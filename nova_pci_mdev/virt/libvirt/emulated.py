@@ -11,6 +11,9 @@ host this module adds what the driver cannot give:
   ``hypervisor`` (``{"type": "QEMU", "version": "8.2.2"}``: the hypervisor
   the host stands for, instead of the test driver's ``TEST`` 0.0.2; only
   live moves read it);
+  ``nvidia_sysfs`` (a directory, relative to the sidecar, holding the
+  ``nvidia/`` sysfs directories of NVIDIA vGPU VFs and the catalogue of
+  their emulated driver, see :mod:`.nvidia_emulated`);
 * an :class:`~.mdev_emulated.EmulatedBackend` in the state directory that
   holds the host's mdevs. It is seeded once with the mdevs of the host
   file; afterwards it is the truth: :meth:`EmulatedHost.devices` lists its
@@ -44,6 +47,7 @@ class Sidecar:
     topology: object = None            # numa.HostTopology or None
     extra_node_devices: tuple = ()     # XML strings
     hypervisor: tuple | None = None    # (type, version as libvirt encodes)
+    nvidia_sysfs: str | None = None    # absolute path of a sysfs tree
 
 
 def sidecar_path(host_file):
@@ -75,19 +79,36 @@ def load_sidecar(path):
         raise exception.TopologySidecarInvalid(
             path=path, reason='hostname must be a string')
     unknown = set(data) - {'_comment', 'hostname', 'cells',
-                           'extra_node_devices', 'hypervisor'}
+                           'extra_node_devices', 'hypervisor',
+                           'nvidia_sysfs'}
     if unknown:
         raise exception.TopologySidecarInvalid(
             path=path,
             reason='unknown key(s) %s (allowed: hostname, cells, '
-                   'extra_node_devices, hypervisor)'
+                   'extra_node_devices, hypervisor, nvidia_sysfs)'
                    % ', '.join(sorted(unknown)))
     topology = (capabilities.topology_from_dict({'cells': data['cells']},
                                                 source=path)
                 if 'cells' in data else None)
     return Sidecar(path=path, hostname=hostname, topology=topology,
                    extra_node_devices=tuple(extra),
-                   hypervisor=_hypervisor(path, data.get('hypervisor')))
+                   hypervisor=_hypervisor(path, data.get('hypervisor')),
+                   nvidia_sysfs=_nvidia_sysfs(path, data.get('nvidia_sysfs')))
+
+
+def _nvidia_sysfs(path, value):
+    """The absolute directory a sidecar's ``nvidia_sysfs`` (relative to
+    the sidecar) names, or None when absent."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or '\0' in value:
+        raise exception.TopologySidecarInvalid(
+            path=path, reason='nvidia_sysfs must be a directory path')
+    tree = os.path.join(os.path.dirname(os.path.abspath(path)), value)
+    if not os.path.isdir(tree):
+        raise exception.TopologySidecarInvalid(
+            path=path, reason='nvidia_sysfs %s is not a directory' % tree)
+    return tree
 
 
 def _hypervisor(path, value):

@@ -33,8 +33,11 @@ drops every type.
 import errno
 import json
 import os
+import shutil
+import tempfile
 
 from nova_pci_mdev import exception
+from nova_pci_mdev.virt.libvirt import nvidia_sysfs
 from nova_pci_mdev.virt.libvirt import nvidia_vf
 
 CATALOGUE = 'nvidia_emulation.json'
@@ -204,3 +207,27 @@ class EmulatedDriver(object):
         """``{vf: type id}`` of every VF that holds a type."""
         return {vf: self.current(vf) for vf in sorted(self._gpu_of)
                 if self.current(vf)}
+
+
+def seeded_sysfs(source, state_dir):
+    """An :class:`~.nvidia_sysfs.NvidiaVfSysfs` on this state directory's
+    copy of the tree ``source``, with this emulated driver as its writer.
+
+    The copy (``<state_dir>/nvidia-sysfs``) is made once, atomically; it is
+    then the host's truth (the vGPU types claims wrote), as the emulated
+    mdevs of a ``test://`` host are.
+    """
+    root = os.path.join(state_dir, 'nvidia-sysfs')
+    if not os.path.isdir(root):
+        scratch = tempfile.mkdtemp(prefix='.nvidia-sysfs-', dir=state_dir)
+        try:
+            shutil.copytree(source, os.path.join(scratch, 'tree'))
+            os.rename(os.path.join(scratch, 'tree'), root)
+        except OSError as exc:
+            if not os.path.isdir(root):
+                raise exception.VgpuVfError(
+                    address=source, reason='cannot copy the sysfs tree to '
+                    '%s: %s' % (root, exc))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return nvidia_sysfs.NvidiaVfSysfs(root, writer=EmulatedDriver(root).write)

@@ -56,6 +56,7 @@ import re
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.virt.libvirt import config as vconfig
 from nova_pci_mdev.virt.libvirt import slots
 
 DevType = fields.PciDeviceType
@@ -221,6 +222,23 @@ def is_vgpu_vf(dev):
 def is_vgpu_slot(dev):
     """True for a vGPU VF that is a slot of its GPU's exposed type."""
     return is_vgpu_vf(dev) and _extra(dev).get('mdev_exposed') == 'true'
+
+
+def guest_hostdev(dev):
+    """The hostdev of a vGPU VF: ``type='pci' managed='no'`` (the VF stays
+    bound to ``nvidia``, its VFIO provider); None for any other device.
+    The PF of such a GPU cannot be passed through whole."""
+    if is_vgpu_vf(dev):
+        return vconfig.LibvirtConfigGuestHostdevPCI(address=dev.address,
+                                                    managed=False)
+    extra = dev.extra_info if 'extra_info' in dev else {}
+    if extra.get(EXTRA_FRAMEWORK) == FRAMEWORK:
+        raise exception.InvalidValue(
+            field='device', value=dev.address,
+            rule='the PF of an NVIDIA vGPU GPU (vendor-specific VFIO '
+                 'framework) cannot be passed through whole: its VFs are '
+                 'its vGPUs')
+    return None
 
 
 def candidate_addresses(records):

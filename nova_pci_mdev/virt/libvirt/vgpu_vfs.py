@@ -22,8 +22,12 @@ claim only undoes its own writes; every name and id is validated (through
 import typing
 
 from nova_pci_mdev import exception
+from nova_pci_mdev.objects import fields
+from nova_pci_mdev.virt.libvirt import mdev
 from nova_pci_mdev.virt.libvirt import nvidia_sysfs
 from nova_pci_mdev.virt.libvirt import nvidia_vf
+
+Status = fields.PciDeviceStatus
 
 
 class RestoreReport(typing.NamedTuple):
@@ -33,35 +37,97 @@ class RestoreReport(typing.NamedTuple):
     failed: dict        # address -> NovaPciMdevException
 
 
+def _pair(slot):
+    """Validate one ``(address, mdev_type)``; return ``(address, id)``."""
+    if not isinstance(slot, (tuple, list)) or len(slot) != 2:
+        raise exception.InvalidValue(
+            field='vGPU VF slot', value=slot,
+            rule='expected (VF address, nvidia-<id>)')
+    return (nvidia_sysfs.vf_address(slot[0]),
+            nvidia_vf.type_id_of(slot[1]))
+
+
 def _pairs(slots):
     """Validate ``[(address, mdev_type)]``; return ``[(address, id)]``."""
     out = []
     seen = set()
     for slot in slots:
-        try:
-            address, mdev_type = slot
-        except (TypeError, ValueError):
-            raise exception.InvalidValue(
-                field='vGPU VF slot', value=slot,
-                rule='expected (VF address, nvidia-<id>)')
-        address = nvidia_sysfs.vf_address(address)
+        address, type_id = _pair(slot)
         if address in seen:
             raise exception.InvalidValue(
                 field='vGPU VF address', value=address,
                 rule='each VF may appear once per call')
         seen.add(address)
-        out.append((address, nvidia_vf.type_id_of(mdev_type)))
+        out.append((address, type_id))
     return out
 
 
-class VgpuVfManager(object):
-    """Sets and drops the vGPU types of VFs (see the module docstring)."""
+def typed_slots(devices):
+    """``[(address, mdev_type)]`` of the vGPU VFs among ``devices`` that
+    carry a type (PciDevice objects); plain VFs of a GPU without an exposed
+    type are passed as they are, as Nova 34 would."""
+    return [(d.address, d.mdev_type) for d in devices
+            if nvidia_vf.is_vgpu_vf(d) and d.mdev_type]
 
-    def __init__(self, sysfs):
+
+class VgpuVfManager(object):
+    """Sets and drops the vGPU types of VFs (see the module docstring).
+
+    ``sysfs`` None: the host has no such VFs (no sysfs is ever read); the
+    device-level methods then do nothing.
+    """
+
+    def __init__(self, sysfs=None):
         self.sysfs = sysfs
 
     def states(self, addresses):
-        return self.sysfs.states(addresses)
+        return self.sysfs.states(addresses) if self.sysfs else {}
+
+    # -- what the compute host calls, with device records / objects --------
+
+    def view(self, records, settings):
+        """Discovery records with the vGPU view of their GPUs (one
+        directory check per NVIDIA VF, see :func:`.nvidia_vf.apply`)."""
+        if self.sysfs is None:
+            return records
+        states = self.states(nvidia_vf.candidate_addresses(records))
+        return nvidia_vf.apply(records, states, settings) if states else (
+            records)
+
+    def restore_held(self, devices, recreated):
+        """:meth:`restore` for the allocated vGPU VFs among ``devices``;
+        returns the :class:`~.mdev.RecreateReport` ``recreated`` (of the
+        mdevs) extended with the VF addresses restored or failed."""
+        slots = typed_slots(d for d in devices
+                            if d.status == Status.ALLOCATED)
+        if self.sysfs is None or not slots:
+            return recreated
+        done = self.restore(slots)
+        return mdev.RecreateReport(recreated.recreated + done.restored,
+                                   dict(recreated.failed, **done.failed))
+
+    def assign_devices(self, devices):
+        """:meth:`assign` for the vGPU VFs among claimed ``devices``."""
+        slots = typed_slots(devices)
+        return self.assign(slots) if slots else []
+
+    def clear_devices(self, devices):
+        """:meth:`clear` for the vGPU VFs among ``devices``."""
+        addresses = [a for a, _t in typed_slots(devices)]
+        return self.clear(addresses) if addresses else []
+
+    def undo(self, addresses):
+        """Drop the types :meth:`assign_devices` set, for a failed caller.
+        Never raises (but for ``BaseException``): returns one line per VF
+        left with its type, for the caller to report with its own error."""
+        failures = []
+        for address in addresses:
+            try:
+                self.clear([address])
+            except Exception as exc:
+                failures.append('NVIDIA VF %s keeps the vGPU type this '
+                                'claim set: %s' % (address, exc))
+        return failures
 
     def _state(self, address):
         state = self.sysfs.state(address)
@@ -164,7 +230,15 @@ class VgpuVfManager(object):
         """
         restored = []
         failed = {}
-        for address, type_id in _pairs(slots):
+        for slot in slots:
+            try:
+                address, type_id = _pair(slot)
+            except exception.Invalid as exc:
+                # A stored record that breaks the rules: report it, and
+                # write nothing for it.
+                failed[str(slot[0] if isinstance(slot, tuple) and slot
+                           else slot)] = exc
+                continue
             try:
                 if self._set(address, type_id):
                     restored.append(address)

@@ -145,8 +145,8 @@ class ValidateTest(base.ConfTestCase):
         settings = conf.load_settings(self.load(GOOD))
         req, = request.requests_from_extra_specs(
             {'pci_passthrough:alias': 'vGPU:1'}, settings.aliases)
-        self.assertEqual([{'vendor_id': '10de', 'mdev_type': 'nvidia-35',
-                           'dev_type': 'mdev-vf'}], req.spec)
+        self.assertEqual([{'vendor_id': '10de', 'mdev_type': 'nvidia-35'}],
+                         req.spec)
         slot = {'address': '6f0d6a3e-4a8a-4f4e-9e5c-3a3c0a9b1c01',
                 'vendor_id': '10de', 'product_id': '1eb8',
                 'dev_type': 'mdev-vf', 'parent_addr': '0000:84:00.0',

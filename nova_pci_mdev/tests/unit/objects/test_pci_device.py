@@ -128,6 +128,8 @@ class TestBackports(testtools.TestCase):
             ('1.7', dict(dev_type=T.MDEV_VF, mdev_type='nvidia-35',
                          address=SLOT)),
             ('1.7', dict(dev_type=T.MDEV_PF)),
+            # An NVIDIA vGPU VF: Nova 34 would pass it without its type.
+            ('1.7', dict(dev_type=T.SRIOV_VF, mdev_type='nvidia-1150')),
             ('1.6', dict(dev_type=T.VDPA)),
             ('1.4', dict(status=S.UNCLAIMABLE)),
             ('1.4', dict(status=S.UNAVAILABLE)),
@@ -136,6 +138,13 @@ class TestBackports(testtools.TestCase):
             err = self.assertRaises(exception.ObjectActionError,
                                     self._prim, target, **values)
             self.assertIn(target, str(err))
+
+    def test_plain_vf_and_gpu_pf_backport_to_1_7(self):
+        self.assertNotIn('mdev_type', self._prim(
+            '1.7', dev_type=T.SRIOV_VF, mdev_type=None))
+        data = self._prim('1.7', dev_type=T.SRIOV_PF, parent_addr=None,
+                          mdev_type='nvidia-1150')
+        self.assertNotIn('mdev_type', data)
 
     def test_mdev_device_travels_at_1_8(self):
         data = self._prim('1.8', dev_type=T.MDEV_VF, address=SLOT,

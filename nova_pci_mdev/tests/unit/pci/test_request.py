@@ -31,9 +31,16 @@ class AliasTableTest(testtools.TestCase):
 
     GOOD = [
         # (alias entry, expected Alias fields: numa_policy, dev_type, spec)
+        # No device_type: any vGPU slot of the type, mdev or NVIDIA VF.
         (VGPU, 'legacy', 'mdev-vf',
+         {'vendor_id': '10de', 'mdev_type': 'nvidia-35'}),
+        (dict(VGPU, device_type='mdev-vf'), 'legacy', 'mdev-vf',
          {'vendor_id': '10de', 'mdev_type': 'nvidia-35',
           'dev_type': 'mdev-vf'}),
+        (dict(VGPU, mdev_type='nvidia-1150', device_type='type-VF'),
+         'legacy', 'type-VF',
+         {'vendor_id': '10de', 'mdev_type': 'nvidia-1150',
+          'dev_type': 'type-VF'}),
         (dict(VGPU, device_type='mdev-pf'), 'legacy', 'mdev-pf',
          {'vendor_id': '10de', 'mdev_type': 'nvidia-35',
           'dev_type': 'mdev-pf'}),
@@ -77,7 +84,7 @@ class AliasTableTest(testtools.TestCase):
         (dict(VGPU, numa_policy='strict'), 'numa_policy'),
         (dict(VGPU, numa_policy=None), 'numa_policy'),
         (dict(VGPU, device_type='type-XX'), 'device_type'),
-        (dict(VGPU, device_type='type-VF'), 'device_type'),
+        (dict(VGPU, device_type='type-PF'), 'device_type'),
         (dict(VGPU, mdev_type='../../x'), 'mdev_type'),
         (dict(VGPU, mdev_type='a/b'), 'mdev_type'),
         (dict(VGPU, mdev_type='nvidia-*'), 'mdev_type'),
@@ -224,8 +231,8 @@ class RequestsFromExtraSpecsTest(testtools.TestCase):
         self.assertEqual(1, len(reqs))
         req = reqs[0]
         self.assertIsInstance(req, instance_pci_request.InstancePCIRequest)
-        self.assertEqual([{'vendor_id': '10de', 'mdev_type': 'nvidia-35',
-                           'dev_type': 'mdev-vf'}], req.spec)
+        self.assertEqual([{'vendor_id': '10de', 'mdev_type': 'nvidia-35'}],
+                         req.spec)
         self.assertEqual(1, req.count)
         self.assertEqual('vGPU', req.alias_name)
         self.assertEqual('legacy', req.numa_policy)

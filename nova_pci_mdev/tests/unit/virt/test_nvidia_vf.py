@@ -240,3 +240,39 @@ class TestApply(testtools.TestCase):
         self.assertIsNone(out[PF]['mdev_type'])
         self.assertEqual(set(), {a for a, r in out.items()
                                  if nvidia_vf.is_vgpu_slot(r)})
+
+
+class TestCheck(testtools.TestCase):
+    """What check-config says about such a GPU."""
+
+    def notes(self, states, conf):
+        from nova_pci_mdev.virt.libvirt import nvidia_check
+        records = nvidia_vf.apply(gpu_records(), states, conf)
+        return [(n.severity, str(n)) for n in nvidia_check.gpu_notes(
+            records, states, conf)]
+
+    def test_exposed_type_counts_and_offers(self):
+        states = {VFS[0]: nvidia_vf.VfState(VFS[0], 1150)}
+        states.update({v: free(v, Q4) for v in VFS[1:]})
+        ((severity, text),) = self.notes(states, settings('nvidia-1150'))
+        self.assertEqual('note', severity)
+        self.assertIn('exposes nvidia-1150 -> VGPU: 4 slot(s) (1 VF(s) hold '
+                      'it, 3 free VF(s) can take it now; sysfs does not say '
+                      'how many fit at once: set [mdev_nvidia-1150] '
+                      'max_instances', text)
+        self.assertIn('offer now: nvidia-1150 (NVIDIA L40S-4Q);', text)
+
+    def test_a_type_the_gpu_cannot_serve_now_is_a_warning(self):
+        states = {VFS[0]: nvidia_vf.VfState(VFS[0], 1155)}
+        states.update({v: free(v, Q24) for v in VFS[1:]})
+        notes = self.notes(states, settings('nvidia-1150',
+                                            device_addresses=(PF,)))
+        self.assertEqual(['note', 'warning'], [s for s, _t in notes])
+        self.assertIn('cannot serve it now: no VF holds it and no free VF '
+                      'can take it (VFs hold nvidia-1155)', notes[1][1])
+
+    def test_no_enabled_type(self):
+        ((severity, text),) = self.notes({v: free(v, Q4) for v in VFS},
+                                         settings('nvidia-35'))
+        self.assertEqual('note', severity)
+        self.assertIn('exposes no enabled type', text)
