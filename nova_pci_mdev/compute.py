@@ -42,6 +42,7 @@ from nova_pci_mdev import claims
 from nova_pci_mdev import exception
 from nova_pci_mdev import live_move
 from nova_pci_mdev import names
+from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import pci_device as objects_pci
 from nova_pci_mdev.pci import allocation
@@ -72,7 +73,7 @@ class _UsableDevices(object):
     def match(self, dev):
         extra = (dev.get('extra_info') if isinstance(dev, dict)
                  else (dev.extra_info if 'extra_info' in dev else None))
-        if extra and extra.get('mdev_exposed') == 'false':
+        if extra_info.is_false(extra, extra_info.MDEV_EXPOSED):
             return None
         return self._whitelist.match(dev)
 
@@ -201,7 +202,8 @@ class ComputeHost(object):
             missing = tuple(d.address for d in devices
                             if d.dev_type == DevType.MDEV_VF
                             and d.status == Status.ALLOCATED
-                            and d.extra_info.get('mdev_exists') != 'true')
+                            and not extra_info.is_true(
+                                d.extra_info, extra_info.MDEV_EXISTS))
             return Snapshot(devices=devices, unlisted=unlisted,
                             pools=s.tracker.stats.to_pool_list(),
                             tree=self._tree(s), instances=dict(s.instances),

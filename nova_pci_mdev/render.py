@@ -7,6 +7,7 @@ scripts need no translation. Every function returns a string.
 
 import json
 
+from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.pci import capacity
 
@@ -80,9 +81,10 @@ def _owner(dev):
 def _flags(dev, whitelisted):
     flags = []
     extra = dev.extra_info if 'extra_info' in dev else {}
-    if extra.get('missing') == 'true':
+    if extra_info.is_true(extra, extra_info.MISSING):
         flags.append('MISSING from host')
-    if not whitelisted and extra.get('mdev_exposed') == 'false':
+    if not whitelisted and extra_info.is_false(extra,
+                                               extra_info.MDEV_EXPOSED):
         # Not a slot of the type its parent exposes: an mdev left over
         # from another configuration, an NVIDIA VF that holds another
         # type, cannot take it now or is beyond max_instances.
@@ -90,6 +92,10 @@ def _flags(dev, whitelisted):
     elif not whitelisted:
         flags.append('not whitelisted')
     return (' [%s]' % ', '.join(flags)) if flags else ''
+
+
+def _exists(dev):
+    return extra_info.is_true(dev.extra_info, extra_info.MDEV_EXISTS)
 
 
 def device_tree(devices, whitelisted=lambda dev: True):
@@ -100,56 +106,60 @@ def device_tree(devices, whitelisted=lambda dev: True):
     """
     by_addr = {d.address: d for d in devices}
     children = {}
-    roots = []
+    nodes = {}
     for dev in devices:
         if dev.parent_addr and dev.parent_addr in by_addr:
             children.setdefault(dev.parent_addr, []).append(dev)
         else:
-            roots.append(dev)
-    nodes = {}
-    for dev in roots:
-        nodes.setdefault(dev.numa_node, []).append(dev)
+            nodes.setdefault(dev.numa_node, []).append(dev)
     lines = []
     for node in sorted(nodes, key=lambda n: (n is None, n or 0)):
         lines.append('NUMA node %s' % ('unknown' if node is None else node))
         for dev in sorted(nodes[node], key=lambda d: d.address):
-            head = '  %-14s %-8s %-10s' % (dev.address, dev.dev_type,
-                                           _ids(dev))
-            if dev.dev_type == DevType.MDEV_PF or dev.mdev_type:
-                rc = dev.extra_info.get('resource_class')
-                head += ' %s' % (dev.mdev_type or '(no enabled type)')
-                if rc:
-                    head += ' -> %s' % rc
-            lines.append('%s  %s%s' % (head, _owner(dev),
-                                       _flags(dev, whitelisted(dev))))
-            kids = sorted(children.get(dev.address, ()),
-                          key=lambda d: d.address)
-            spare = [k for k in kids if k.dev_type == DevType.MDEV_VF
-                     and k.status == Status.AVAILABLE
-                     and k.extra_info.get('mdev_exists') != 'true']
-            shown = [k for k in kids if k not in spare]
-            to_create = len(spare) + capacity.usable(dev)
-            blocked = capacity.creatable(dev) - capacity.usable(dev)
-            for i, kid in enumerate(shown):
-                last = i == len(shown) - 1 and not (to_create or blocked)
-                branch = '`-' if last else '|-'
-                what = kid.mdev_type if kid.mdev_type else _ids(kid)
-                state = _vgpu_state(kid)
-                if kid.dev_type == DevType.MDEV_VF:
-                    state = (' mdev exists' if kid.extra_info.get(
-                        'mdev_exists') == 'true' else ' mdev to create')
-                lines.append('    %s %-36s %-8s %-12s %s%s%s' % (
-                    branch, kid.address, kid.dev_type, what, _owner(kid),
-                    state, _flags(kid, whitelisted(kid))))
-            if to_create:
-                lines.append('    %s + %d available %s slot(s), mdev created '
-                             'on claim' % ('|-' if blocked else '`-',
-                                           to_create, dev.mdev_type))
-            if blocked:
-                lines.append('    `- + %d %s slot(s) to create, not '
-                             'available while the parent is used whole'
-                             % (blocked, dev.mdev_type))
+            lines.append(_root_line(dev, whitelisted))
+            lines.extend(_child_lines(
+                dev, sorted(children.get(dev.address, ()),
+                            key=lambda d: d.address), whitelisted))
     return '\n'.join(lines)
+
+
+def _root_line(dev, whitelisted):
+    head = '  %-14s %-8s %-10s' % (dev.address, dev.dev_type, _ids(dev))
+    if dev.dev_type == DevType.MDEV_PF or dev.mdev_type:
+        rc = dev.extra_info.get(extra_info.RESOURCE_CLASS)
+        head += ' %s' % (dev.mdev_type or '(no enabled type)')
+        if rc:
+            head += ' -> %s' % rc
+    return '%s  %s%s' % (head, _owner(dev), _flags(dev, whitelisted(dev)))
+
+
+def _child_lines(dev, kids, whitelisted):
+    """The lines under parent ``dev``: one per child that exists or is in
+    use, then the sums of the slots still to create."""
+    spare = [k for k in kids if k.dev_type == DevType.MDEV_VF
+             and k.status == Status.AVAILABLE and not _exists(k)]
+    shown = [k for k in kids if k not in spare]
+    to_create = len(spare) + capacity.usable(dev)
+    blocked = capacity.creatable(dev) - capacity.usable(dev)
+    lines = []
+    for i, kid in enumerate(shown):
+        last = i == len(shown) - 1 and not (to_create or blocked)
+        what = kid.mdev_type if kid.mdev_type else _ids(kid)
+        state = _vgpu_state(kid)
+        if kid.dev_type == DevType.MDEV_VF:
+            state = ' mdev exists' if _exists(kid) else ' mdev to create'
+        lines.append('    %s %-36s %-8s %-12s %s%s%s' % (
+            '`-' if last else '|-', kid.address, kid.dev_type, what,
+            _owner(kid), state, _flags(kid, whitelisted(kid))))
+    if to_create:
+        lines.append('    %s + %d available %s slot(s), mdev created '
+                     'on claim' % ('|-' if blocked else '`-',
+                                   to_create, dev.mdev_type))
+    if blocked:
+        lines.append('    `- + %d %s slot(s) to create, not '
+                     'available while the parent is used whole'
+                     % (blocked, dev.mdev_type))
+    return lines
 
 
 # -- pools and inventory ---------------------------------------------------

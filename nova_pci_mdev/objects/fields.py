@@ -49,6 +49,12 @@ class PciDeviceStatus(BaseEnum):
 
     ALL = (AVAILABLE, CLAIMED, ALLOCATED, REMOVED, DELETED, UNCLAIMABLE,
            UNAVAILABLE)
+    #: An instance holds the device.
+    BUSY = frozenset((CLAIMED, ALLOCATED))
+    #: Nobody holds the device (its relatives may be busy).
+    FREE = frozenset((AVAILABLE, UNCLAIMABLE, UNAVAILABLE))
+    #: The device left the host (or the store); relatives ignore it.
+    GONE = frozenset((REMOVED, DELETED))
 
 
 class PciDeviceType(BaseEnum):

@@ -30,23 +30,20 @@ from oslo_utils import versionutils
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.objects import base
+from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 
 Status = fields.PciDeviceStatus
 DevType = fields.PciDeviceType
 
-#: Relatives in these statuses are gone from the host and ignored.
-_GONE = (Status.REMOVED, Status.DELETED)
 #: A parent in one of these may have a child used.
 _PARENT_OK = (Status.AVAILABLE, Status.UNCLAIMABLE, Status.UNAVAILABLE)
 #: Fields a device record from the hypervisor may not overwrite.
 _STATEFUL = frozenset(('status', 'instance_uuid', 'request_id', 'id',
                        'uuid', 'extra_info'))
-#: ``extra_info`` key the tracker owns: an in-use device left the host.
-MISSING = 'missing'
 #: ``extra_info`` keys a hypervisor record never sets nor clears; every
 #: other key mirrors the latest record.
-TRACKER_EXTRA_KEYS = frozenset((MISSING,))
+TRACKER_EXTRA_KEYS = frozenset((extra_info.MISSING,))
 
 
 @base.NovaPciMdevObjectRegistry.register
@@ -136,7 +133,7 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
             parent_addr = primitive.pop('parent_addr')
             if parent_addr is not None:
                 extra = dict(primitive.get('extra_info') or {})
-                extra['phys_function'] = parent_addr
+                extra[extra_info.PHYS_FUNCTION] = parent_addr
                 primitive['extra_info'] = extra
         if target < (1, 3):
             primitive.pop('numa_node', None)
@@ -213,11 +210,8 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
     def is_child(self):
         return self.dev_type in DevType.CHILD_TYPES
 
-    def is_available(self):
-        return self.status == Status.AVAILABLE
-
     def _present_children(self):
-        return [c for c in self.child_devices if c.status not in _GONE]
+        return [c for c in self.child_devices if c.status not in Status.GONE]
 
     def _expect(self, statuses):
         if self.status not in statuses:

@@ -12,6 +12,7 @@ Pure: it reads the tracker and the provider tree and changes neither.
 import dataclasses
 
 from nova_pci_mdev import exception
+from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.pci import capacity
 
@@ -23,8 +24,9 @@ def free_slots(tracker, parent):
     slots = [c for c in parent.child_devices
              if c.status == Status.AVAILABLE and
              c.mdev_type == parent.mdev_type]
-    slots.sort(key=lambda s: (s.extra_info.get('mdev_exists') != 'true',
-                              s.address))
+    slots.sort(key=lambda s: (
+        not extra_info.is_true(s.extra_info, extra_info.MDEV_EXISTS),
+        s.address))
     return slots
 
 

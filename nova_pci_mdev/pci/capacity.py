@@ -21,12 +21,12 @@ A ``slot_factory`` is any object with
   whose addresses are not in ``taken`` (a set of tracked addresses).
 """
 
+from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 
 Status = fields.PciDeviceStatus
 DevType = fields.PciDeviceType
 
-CREATABLE = 'creatable'
 #: A stored count longer than this is not ours (and int() of a huge
 #: string is slow): it reads as 0.
 _MAX_DIGITS = 19
@@ -42,7 +42,7 @@ def _extra(dev):
 
 def creatable(dev):
     """The slots ``dev`` (a parent device or record) can still create."""
-    value = _extra(dev).get(CREATABLE)
+    value = _extra(dev).get(extra_info.CREATABLE)
     if (not isinstance(value, str) or not value.isascii()
             or not value.isdigit() or len(value) > _MAX_DIGITS):
         return 0
@@ -62,7 +62,7 @@ def with_creatable(extra_info, count):
     """A copy of ``extra_info`` whose count is ``count`` (removed at 0)."""
     extra = dict(extra_info or {})
     if count > 0:
-        extra[CREATABLE] = str(count)
+        extra[extra_info.CREATABLE] = str(count)
     else:
-        extra.pop(CREATABLE, None)
+        extra.pop(extra_info.CREATABLE, None)
     return extra

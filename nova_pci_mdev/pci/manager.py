@@ -47,6 +47,7 @@ import typing
 
 from nova_pci_mdev import exception
 from nova_pci_mdev import names
+from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import pci_device
 from nova_pci_mdev.pci import allocation
@@ -54,15 +55,6 @@ from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.pci import stats as pci_stats
 
 Status = fields.PciDeviceStatus
-
-#: Statuses of a device that an instance holds.
-BUSY = frozenset((Status.CLAIMED, Status.ALLOCATED))
-#: Statuses of a device nobody holds (its relatives may be busy).
-FREE = frozenset((Status.AVAILABLE, Status.UNCLAIMABLE, Status.UNAVAILABLE))
-#: Statuses of a device that left the tracker.
-GONE = frozenset((Status.REMOVED, Status.DELETED))
-#: ``extra_info`` key flagging an in-use device that left the host.
-MISSING = pci_device.MISSING
 
 
 class SyncReport(typing.NamedTuple):
@@ -76,7 +68,7 @@ class SyncReport(typing.NamedTuple):
 
 def is_missing(dev):
     """True if ``dev`` is in use but no longer on the host / whitelisted."""
-    return dev.extra_info.get(MISSING) == 'true'
+    return extra_info.is_true(dev.extra_info, extra_info.MISSING)
 
 
 def _derived_status(dev):
@@ -139,7 +131,7 @@ class PciDevTracker(object):
             numa_topology, tags_of=self._tags_of,
             materialise=self._materialise)
         for dev in devices:
-            if 'status' not in dev or dev.status in GONE:
+            if 'status' not in dev or dev.status in Status.GONE:
                 continue
             dev.parent_device = None
             dev.child_devices = []
@@ -148,13 +140,13 @@ class PciDevTracker(object):
             spec = whitelist.match(dev)
             if spec is not None:
                 self._tags[dev.address] = dict(spec.tags or {})
-            elif dev.status in BUSY:
+            elif dev.status in Status.BUSY:
                 if not is_missing(dev):
                     self._set_missing(dev, True)
             else:
                 self._forget(dev, unlink=False)
                 continue
-            if dev.status in BUSY and dev.instance_uuid:
+            if dev.status in Status.BUSY and dev.instance_uuid:
                 self._index_add(dev.instance_uuid, dev.address)
         self._relink()
         self._normalise()
@@ -211,7 +203,7 @@ class PciDevTracker(object):
 
         removed, kept = [], []
         for dev in [d for a, d in self._devs.items() if a not in seen]:
-            if dev.status in BUSY:
+            if dev.status in Status.BUSY:
                 if not is_missing(dev):
                     self._set_missing(dev, True)
                 kept.append(dev.address)
@@ -261,7 +253,8 @@ class PciDevTracker(object):
 
         The pools pick the devices (NUMA policy against ``numa_cells``, the
         host cells the instance runs on, or None); each device gets the
-        ``request_id`` of the request it serves. Raises
+        ``request_id`` of the request it serves (set here, in
+        :meth:`_claim_all`, and nowhere else). Raises
         :class:`~nova_pci_mdev.exception.PciDeviceRequestFailed` naming
         every request that cannot be met; then nothing has changed.
         """
@@ -270,28 +263,26 @@ class PciDevTracker(object):
             return []
         self._made = []
         try:
-            devs = self.stats.consume_requests(requests, numa_cells)
+            picks = self.stats.take_requests(requests, numa_cells)
         except Exception:
             self._unmake()
             raise
-        request_ids = _request_ids(requests, devs)
+        devs = [dev for _request, dev in picks]
         family = _family(devs)
         try:
-            self._claim_all(instance_uuid, zip(devs, request_ids))
+            self._claim_all(instance_uuid, [(dev, request.request_id)
+                                            for request, dev in picks])
         except Exception:
-            for dev in devs:
-                if dev.status not in BUSY:
-                    dev.request_id = None   # the pools set it
             self._unmake()
             raise
         finally:
-            # consume_requests took these (and their relatives) out of the
+            # take_requests took these (and their relatives) out of the
             # pools; put each where its status says (back, on failure).
             for dev in family:
                 self._refresh(dev)
         for dev in family:
             self._touch(dev)
-        return list(devs)
+        return devs
 
     def claim_devices(self, instance_uuid, addresses, request_id=None):
         """Claim the devices at ``addresses`` (all or none).
@@ -310,7 +301,7 @@ class PciDevTracker(object):
                 raise exception.PciDeviceNotFound(address=address)
             devs[address] = dev
         todo = [(dev, request_id) for dev in devs.values()
-                if not (dev.status in BUSY and
+                if not (dev.status in Status.BUSY and
                         dev.instance_uuid == instance_uuid)]
         self._claim_all(instance_uuid, todo)
         family = _family([dev for dev, _rid in todo])
@@ -422,7 +413,7 @@ class PciDevTracker(object):
         return self._release(tracked, instance_uuid)
 
     def _release(self, dev, instance_uuid):
-        if dev.status not in BUSY or dev.instance_uuid != instance_uuid:
+        if dev.status not in Status.BUSY or dev.instance_uuid != instance_uuid:
             self._index_discard(instance_uuid, dev.address)
             return []
         dev.free(instance_uuid)
@@ -460,9 +451,9 @@ class PciDevTracker(object):
     def _set_missing(self, dev, missing):
         extra = dict(dev.extra_info)
         if missing:
-            extra[MISSING] = 'true'
+            extra[extra_info.MISSING] = extra_info.TRUE
         else:
-            extra.pop(MISSING, None)
+            extra.pop(extra_info.MISSING, None)
         dev.extra_info = extra
         self._touch(dev)
 
@@ -574,7 +565,7 @@ class PciDevTracker(object):
     def _normalise(self):
         """Give every free device the status its relatives imply."""
         for dev in self._devs.values():
-            if dev.status in FREE:
+            if dev.status in Status.FREE:
                 status = _derived_status(dev)
                 if status != dev.status:
                     dev.status = status
@@ -589,18 +580,3 @@ def _record_address(record):
             field='address', value=record,
             rule='a device record needs an address')
     return names.normalize_address(address)
-
-
-def _request_ids(requests, devs):
-    """The request_id each of ``devs`` serves.
-
-    consume_requests returns the devices request by request, ``count`` of
-    each; when the lengths do not add up, a request_id the pools set on
-    the device is kept.
-    """
-    ids = []
-    for request in requests:
-        ids.extend([request.request_id] * request.count)
-    if len(ids) == len(devs):
-        return ids
-    return [dev.request_id if 'request_id' in dev else None for dev in devs]

@@ -43,6 +43,7 @@ import re
 import uuid as uuid_lib
 
 from nova_pci_mdev import exception
+from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.pci import capacity
 
@@ -62,8 +63,6 @@ MAX_INT = 2147483647
 CUSTOM_NAME_RE = re.compile(r'^CUSTOM_[A-Z0-9_]+$')
 STANDARD_NAME_RE = re.compile(r'^[A-Z][A-Z0-9_]*$')
 _NON_ALNUM = re.compile(r'[^A-Za-z0-9]')
-_GONE = (Status.REMOVED, Status.DELETED)
-_IN_USE = (Status.CLAIMED, Status.ALLOCATED)
 _BLOCKED_BY_PARENT = (Status.UNCLAIMABLE, Status.UNAVAILABLE)
 
 
@@ -219,7 +218,7 @@ def _slot_reserved(slot, placement_held):
     """True if Placement must not count ``slot`` as free."""
     if slot.status in _BLOCKED_BY_PARENT:
         return True
-    if slot.status in _IN_USE:
+    if slot.status in Status.BUSY:
         return slot.instance_uuid not in placement_held
     return False
 
@@ -229,13 +228,13 @@ def _child(nodename, root_uuid, parent, slots, placement_held):
     name = provider_name(nodename, dev_id)
     extra = parent.extra_info if 'extra_info' in parent else {}
     rc = validate_resource_class(
-        extra.get('resource_class', DEFAULT_RESOURCE_CLASS),
+        extra.get(extra_info.RESOURCE_CLASS, DEFAULT_RESOURCE_CLASS),
         'resource_class of device %s' % parent.address)
-    present = [s for s in slots if s.status not in _GONE
+    present = [s for s in slots if s.status not in Status.GONE
                and s.mdev_type == parent.mdev_type]
     # Placement holds at most MAX_INT of anything.
     total = min(MAX_INT, len(present) + capacity.creatable(parent))
-    if parent.status in _IN_USE:
+    if parent.status in Status.BUSY:
         reserved = total
     else:
         reserved = sum(1 for s in present
@@ -274,7 +273,7 @@ def build_provider_tree(nodename, root_uuid, devices, placement_held=(),
     slots_by_parent = {}
     for dev in devices:
         if dev.dev_type in DevType.PARENT_TYPES:
-            if dev.status not in _GONE and dev.mdev_type:
+            if dev.status not in Status.GONE and dev.mdev_type:
                 parents.append(dev)
         elif dev.parent_addr and (dev.dev_type == DevType.MDEV_VF or (
                 dev.dev_type == DevType.SRIOV_VF and dev.mdev_type)):

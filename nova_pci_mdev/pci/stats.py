@@ -49,8 +49,10 @@ were added.
 
 import collections
 import itertools
+import typing
 
 from nova_pci_mdev import exception
+from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import pci_device_pool
 from nova_pci_mdev.pci import explain as explain_mod
@@ -67,8 +69,33 @@ IGNORED_KEYS = frozenset(('resource_class', 'traits', 'rp_uuids', 'rp_uuid'))
 REMOTE_MANAGED = 'remote_managed'
 #: Keys compared case-sensitively (sysfs names, numbers).
 _EXACT_KEYS = frozenset(('mdev_type', 'numa_node'))
-_GONE = frozenset((Status.REMOVED, Status.DELETED))
 _BUSY = 'busy'
+
+
+class PoolKey(typing.NamedTuple):
+    """What the devices of one pool agree on (see the module docstring);
+    ``tags`` is a sorted tuple of (key, value) pairs."""
+
+    vendor_id: str
+    product_id: str
+    dev_type: str | None
+    mdev_type: str | None
+    numa_node: int | None
+    tags: tuple
+
+    @classmethod
+    def of(cls, vendor_id, product_id, dev_type, mdev_type, numa_node, tags):
+        """The key, normalised: ids lower case, ignored tags dropped."""
+        return cls((vendor_id or '').lower(), (product_id or '').lower(),
+                   dev_type, mdev_type, numa_node,
+                   tuple(sorted((k, v) for k, v in tags.items()
+                                if k not in IGNORED_KEYS)))
+
+    def sort_key(self):
+        return (self.vendor_id, self.product_id, self.dev_type or '',
+                self.mdev_type or '', self.numa_node is None,
+                self.numa_node or 0,
+                tuple((k, v or '') for k, v in self.tags))
 
 
 def _norm(key, value):
@@ -95,12 +122,11 @@ class _Pool(object):
                  'creatable', 'creatable_total')
 
     def __init__(self, key):
-        vendor_id, product_id, dev_type, mdev_type, numa_node, tags = key
         self.key = key
-        self.attrs = dict(tags)
-        self.attrs.update(vendor_id=vendor_id, product_id=product_id,
-                          dev_type=dev_type, mdev_type=mdev_type,
-                          numa_node=numa_node)
+        self.attrs = dict(key.tags)
+        self.attrs.update(vendor_id=key.vendor_id, product_id=key.product_id,
+                          dev_type=key.dev_type, mdev_type=key.mdev_type,
+                          numa_node=key.numa_node)
         self.existing = collections.OrderedDict()
         self.other = collections.OrderedDict()
         self.busy = set()
@@ -108,8 +134,8 @@ class _Pool(object):
         self.creatable = collections.OrderedDict()
         self.creatable_total = 0
 
-    dev_type = property(lambda self: self.key[2])
-    numa_node = property(lambda self: self.key[4])
+    dev_type = property(lambda self: self.key.dev_type)
+    numa_node = property(lambda self: self.key.numa_node)
 
     @property
     def count(self):
@@ -118,12 +144,6 @@ class _Pool(object):
 
     def free_devices(self):
         return itertools.chain(self.existing.values(), self.other.values())
-
-    def sort_key(self):
-        vendor_id, product_id, dev_type, mdev_type, numa_node, tags = self.key
-        return (vendor_id, product_id, dev_type or '', mdev_type or '',
-                numa_node is None, numa_node or 0,
-                tuple((k, v or '') for k, v in tags))
 
     def matches(self, spec, restricted=True):
         """Every key of ``spec`` equals this pool's value.
@@ -228,20 +248,13 @@ class PciDeviceStats(object):
         for item in pool_list or ():
             flat = dict(item if isinstance(item, dict) else item.to_dict())
             count = int(flat.pop('count', 0) or 0)
-            key = cls._key(flat.pop('vendor_id', None),
-                           flat.pop('product_id', None),
-                           flat.pop('dev_type', None),
-                           flat.pop('mdev_type', None),
-                           flat.pop('numa_node', None), flat)
+            key = PoolKey.of(flat.pop('vendor_id', None),
+                             flat.pop('product_id', None),
+                             flat.pop('dev_type', None),
+                             flat.pop('mdev_type', None),
+                             flat.pop('numa_node', None), flat)
             stats._pool(key).spare += count
         return stats
-
-    @staticmethod
-    def _key(vendor_id, product_id, dev_type, mdev_type, numa_node, tags):
-        items = tuple(sorted((k, v) for k, v in tags.items()
-                             if k not in IGNORED_KEYS))
-        return ((vendor_id or '').lower(), (product_id or '').lower(),
-                dev_type, mdev_type, numa_node, items)
 
     def _pool(self, key):
         pool = self._pools.get(key)
@@ -253,7 +266,7 @@ class PciDeviceStats(object):
     def _pools_in_order(self):
         if self._ordered is None:
             self._ordered = sorted(self._pools.values(),
-                                   key=_Pool.sort_key)
+                                   key=lambda pool: pool.key.sort_key())
         return self._ordered
 
     # -- devices -----------------------------------------------------------
@@ -265,15 +278,15 @@ class PciDeviceStats(object):
         tags or ``mdev_exists`` changed and it moves where it belongs. A
         removed/deleted or non-whitelisted device is forgotten.
         """
-        tags = None if dev.status in _GONE else self._tags_of(dev)
+        tags = None if dev.status in Status.GONE else self._tags_of(dev)
         if tags is None:
             self.remove_device(dev)
             return
-        key = self._key(dev.vendor_id, dev.product_id, dev.dev_type,
-                        dev.mdev_type, dev.numa_node, dict(tags))
+        key = PoolKey.of(dev.vendor_id, dev.product_id, dev.dev_type,
+                         dev.mdev_type, dev.numa_node, dict(tags))
         if dev.status != Status.AVAILABLE:
             place = _BUSY
-        elif (dev.extra_info or {}).get('mdev_exists') == 'true':
+        elif extra_info.is_true(dev.extra_info, extra_info.MDEV_EXISTS):
             place = 'existing'
         else:
             place = 'other'
@@ -308,9 +321,9 @@ class PciDeviceStats(object):
         Idempotent, like :meth:`add_device`."""
         old = self._drop_creatable(parent.address)
         if count > 0 and tags is not None:
-            key = self._key(parent.vendor_id, parent.product_id,
-                            DevType.MDEV_VF, parent.mdev_type,
-                            parent.numa_node, dict(tags))
+            key = PoolKey.of(parent.vendor_id, parent.product_id,
+                             DevType.MDEV_VF, parent.mdev_type,
+                             parent.numa_node, dict(tags))
             pool = self._pool(key)
             pool.creatable[parent.address] = [parent, count]
             pool.creatable_total += count
@@ -364,14 +377,12 @@ class PciDeviceStats(object):
         pools = []
         for pool in self._pools_in_order():
             if pool.count or include_empty:
-                vendor_id, product_id, dev_type, mdev_type, numa, tags = (
-                    pool.key)
-                all_tags = dict(tags)
-                all_tags['dev_type'] = dev_type
+                key = pool.key
+                all_tags = dict(key.tags, dev_type=key.dev_type)
                 pools.append(pci_device_pool.PciDevicePool(
-                    vendor_id=vendor_id, product_id=product_id,
-                    numa_node=numa, mdev_type=mdev_type, tags=all_tags,
-                    count=pool.count))
+                    vendor_id=key.vendor_id, product_id=key.product_id,
+                    numa_node=key.numa_node, mdev_type=key.mdev_type,
+                    tags=all_tags, count=pool.count))
         return pci_device_pool.PciDevicePoolList(objects=pools)
 
     # -- planning ------------------------------------------------------------
@@ -491,8 +502,7 @@ class PciDeviceStats(object):
         for request, dev in plan.picks:
             if isinstance(dev, _NewSlot):
                 dev = made[dev.parent.address].pop()
-            dev.request_id = request.request_id
-            picks.append(dev)
+            picks.append((request, dev))
         return picks
 
     # -- the API -----------------------------------------------------------
@@ -509,14 +519,20 @@ class PciDeviceStats(object):
         self.consume_requests(requests, numa_cells)
 
     def consume_requests(self, requests, numa_cells=None):
-        """Pick devices for all requests, all or nothing.
+        """The devices :meth:`take_requests` picks, request by request."""
+        picks = self.take_requests(requests, numa_cells)
+        return [dev for _request, dev in picks]
+
+    def take_requests(self, requests, numa_cells=None):
+        """Pick devices for all requests, all or nothing; returns
+        ``[(request, device)]`` in request order.
 
         Picked devices and the relatives they make unusable (the parent of a
         picked child, the children of a picked parent) leave the pools (they
-        are remembered as busy). Each picked device gets the ``request_id``
-        of its request; statuses are not changed (the tracker claims).
-        Raises PciDeviceRequestFailed naming every request that cannot be
-        met; nothing changes then.
+        are remembered as busy). The devices themselves are not changed:
+        the tracker claims them and sets their ``request_id``. Raises
+        PciDeviceRequestFailed naming every request that cannot be met;
+        nothing changes then.
         """
         requests = list(requests)
         plan = self._plan(requests, numa_cells)

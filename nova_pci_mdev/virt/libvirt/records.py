@@ -38,8 +38,8 @@ records (they are still returned by :meth:`.host.Host.list_mdevs`).
 import collections
 
 from nova_pci_mdev import exception
+from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
-from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.virt.libvirt import nodedev
 from nova_pci_mdev.virt.libvirt import nodenames
 from nova_pci_mdev.virt.libvirt import slots
@@ -81,54 +81,61 @@ def _pci_record(dev):
 def _parent_records(nodename, dev, mdevs, settings):
     """The ``mdev-pf`` record of ``dev`` followed by its ``mdev-vf``s."""
     virtual = isinstance(dev, nodedev.VirtualParent)
-    vendor_id = '' if virtual else dev.vendor_id
-    product_id = '' if virtual else dev.product_id
-    numa_node = None if virtual else dev.numa_node
     supported = {t.id: t for t in dev.mdev_types}
     options = settings.exposed_type(dev.address, tuple(supported))
     exposed = options.mdev_type if options is not None else None
-
-    extra = {'supported_mdev_types': ','.join(supported)}
+    extra = {extra_info.SUPPORTED_MDEV_TYPES: ','.join(supported)}
     if virtual:
-        extra['virtual'] = 'true'
+        extra[extra_info.VIRTUAL] = extra_info.TRUE
     elif dev.is_vf:
-        extra['phys_function'] = dev.phys_function
+        extra[extra_info.PHYS_FUNCTION] = dev.phys_function
     if options is not None and options.resource_class:
-        extra['resource_class'] = options.resource_class
-    records = [_record(dev.address, vendor_id, product_id, DevType.MDEV_PF,
-                       numa_node, dev.name, mdev_type=exposed,
-                       extra_info=extra)]
-
-    def slot(uuid, mdev_type, found, is_exposed):
-        exists = found is not None and found.active
-        return _record(uuid, vendor_id, product_id, DevType.MDEV_VF,
-                       numa_node, found.name if found else None,
-                       parent_addr=dev.address, mdev_type=mdev_type,
-                       extra_info={
-                           'mdev_exists': 'true' if exists else 'false',
-                           'mdev_exposed': 'true' if is_exposed else 'false',
-                       })
-
+        extra[extra_info.RESOURCE_CLASS] = options.resource_class
+    parent = _record(dev.address, '' if virtual else dev.vendor_id,
+                     '' if virtual else dev.product_id, DevType.MDEV_PF,
+                     None if virtual else dev.numa_node, dev.name,
+                     mdev_type=exposed, extra_info=extra)
     by_uuid = {m.uuid: m for m in mdevs}
+    mine = ()
     if exposed is not None:
-        kind = supported.get(exposed)
-        # An exposed type the parent does not list (configuration naming
-        # the wrong parent) gets slots for its existing mdevs only.
-        available = kind.available_instances if kind is not None else 0
         mine = sorted({m.uuid for m in mdevs if m.mdev_type == exposed})
-        # A defined but stopped mdev keeps its UUID (it is a slot) but does
-        # not hold an instance yet: starting it will take one of the
-        # available instances, so that one is not a creatable slot.
-        stopped = sum(1 for u in mine if not by_uuid[u].active)
-        count = slots.creatable_count(len(mine), max(0, available - stopped),
-                                      options.max_instances)
+        count = _creatable(supported.get(exposed), options,
+                           [by_uuid[u] for u in mine])
         if count:
-            records[0]['extra_info'][capacity.CREATABLE] = str(count)
-        records.extend(slot(u, exposed, by_uuid[u], True) for u in mine)
+            extra[extra_info.CREATABLE] = str(count)
     others = sorted((m for m in mdevs if m.mdev_type != exposed),
                     key=lambda m: m.uuid)
-    records.extend(slot(m.uuid, m.mdev_type, m, False) for m in others)
-    return records
+    return ([parent]
+            + [_slot(parent, u, exposed, by_uuid[u], True) for u in mine]
+            + [_slot(parent, m.uuid, m.mdev_type, m, False) for m in others])
+
+
+def _creatable(kind, options, mine):
+    """How many more mdevs of the exposed type the parent can create,
+    within ``max_instances``; ``mine`` are its mdevs of that type."""
+    # An exposed type the parent does not list (configuration naming the
+    # wrong parent) gets slots for its existing mdevs only.
+    available = kind.available_instances if kind is not None else 0
+    # A defined but stopped mdev keeps its UUID (it is a slot) but does not
+    # hold an instance yet: starting it will take one of the available
+    # instances, so that one is not a creatable slot.
+    stopped = sum(1 for m in mine if not m.active)
+    return slots.creatable_count(len(mine), max(0, available - stopped),
+                                 options.max_instances)
+
+
+def _slot(parent, uuid, mdev_type, found, is_exposed):
+    """The ``mdev-vf`` record of slot ``uuid`` of ``parent`` (a record);
+    ``found`` is its parsed mdev, None when it does not exist yet."""
+    return _record(uuid, parent['vendor_id'], parent['product_id'],
+                   DevType.MDEV_VF, parent['numa_node'],
+                   found.name if found else None,
+                   parent_addr=parent['address'], mdev_type=mdev_type,
+                   extra_info={
+                       extra_info.MDEV_EXISTS: extra_info.flag(
+                           found is not None and found.active),
+                       extra_info.MDEV_EXPOSED: extra_info.flag(is_exposed),
+                   })
 
 
 def new_slot_record(parent, uuid):
@@ -137,8 +144,8 @@ def new_slot_record(parent, uuid):
     return _record(uuid, parent.vendor_id, parent.product_id,
                    DevType.MDEV_VF, parent.numa_node, None,
                    parent_addr=parent.address, mdev_type=parent.mdev_type,
-                   extra_info={'mdev_exists': 'false',
-                               'mdev_exposed': 'true'})
+                   extra_info={extra_info.MDEV_EXISTS: extra_info.FALSE,
+                               extra_info.MDEV_EXPOSED: extra_info.TRUE})
 
 
 class SlotFactory(object):

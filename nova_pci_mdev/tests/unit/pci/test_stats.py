@@ -552,14 +552,18 @@ class TestConsume(testtools.TestCase):
             self.assertEqual([], stats.explain([request], cells(1)))
         self.assertEqual(before, snapshot(stats))
 
-    def test_consume_sets_request_id_only(self):
+    def test_take_pairs_devices_with_requests_and_changes_no_device(self):
         w = World()
-        w.gpu(slots=1)
+        w.gpu(slots=3)
         stats = w.stats()
-        request = req(1, mdev_type='nvidia-35')
-        dev, = stats.consume_requests([request])
-        self.assertEqual(request.request_id, dev.request_id)
-        self.assertEqual(S.AVAILABLE, dev.status)
+        one = req(1, mdev_type='nvidia-35')
+        two = req(2, mdev_type='nvidia-35')
+        picks = stats.take_requests([two, one])
+        self.assertEqual([two, two, one], [r for r, _dev in picks])
+        self.assertEqual(3, len({dev.address for _r, dev in picks}))
+        for _request, dev in picks:
+            self.assertIsNone(dev.request_id)
+            self.assertEqual(S.AVAILABLE, dev.status)
 
     def test_issue_acceptance_numa_cell_one(self):
         w = World()
