@@ -58,9 +58,10 @@ def usable(dev):
     return creatable(dev)
 
 
-def with_creatable(extra_info, count):
-    """A copy of ``extra_info`` whose count is ``count`` (removed at 0)."""
-    extra = dict(extra_info or {})
+def with_creatable(extra, count):
+    """A copy of ``extra`` (an extra_info dict) whose count is ``count``
+    (removed at 0)."""
+    extra = dict(extra or {})
     if count > 0:
         extra[extra_info.CREATABLE] = str(count)
     else:

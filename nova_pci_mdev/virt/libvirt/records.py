@@ -102,7 +102,7 @@ def _parent_records(nodename, dev, mdevs, settings):
         count = _creatable(supported.get(exposed), options,
                            [by_uuid[u] for u in mine])
         if count:
-            extra[extra_info.CREATABLE] = str(count)
+            parent['extra_info'][extra_info.CREATABLE] = str(count)
     others = sorted((m for m in mdevs if m.mdev_type != exposed),
                     key=lambda m: m.uuid)
     return ([parent]
