@@ -55,6 +55,7 @@ import dataclasses
 import re
 
 from nova_pci_mdev import exception
+from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.virt.libvirt import config as vconfig
 from nova_pci_mdev.virt.libvirt import slots
@@ -221,7 +222,8 @@ def is_vgpu_vf(dev):
 
 def is_vgpu_slot(dev):
     """True for a vGPU VF that is a slot of its GPU's exposed type."""
-    return is_vgpu_vf(dev) and _extra(dev).get('mdev_exposed') == 'true'
+    return is_vgpu_vf(dev) and extra_info.is_true(_extra(dev),
+                                                  extra_info.MDEV_EXPOSED)
 
 
 def guest_hostdev(dev):
@@ -340,6 +342,7 @@ def _gpu_records(pf_addr, vf_records, states, settings):
             slot = record['address'] in taken
             new['mdev_type'] = options.mdev_type if slot else (
                 state.current_type)
-            new['extra_info']['mdev_exposed'] = 'true' if slot else 'false'
+            new['extra_info'][extra_info.MDEV_EXPOSED] = extra_info.flag(
+                slot)
         out[record['address']] = new
     return out
