@@ -317,7 +317,12 @@ class PciDevTracker(object):
         still to create, made now. All or none: PciDeviceRequestFailed
         when the parent has fewer than ``count`` free."""
         parent = self._devs.get(names.normalize_address(parent_address))
-        if parent is None or parent.dev_type != fields.PciDeviceType.MDEV_PF:
+        # An mdev parent, or the PF of an NVIDIA GPU exposing a vGPU type
+        # (its slots are its VFs of that type; it has none to create).
+        if parent is None or not (
+                parent.dev_type == fields.PciDeviceType.MDEV_PF or (
+                    parent.dev_type == fields.PciDeviceType.SRIOV_PF
+                    and parent.mdev_type)):
             raise exception.PciDeviceNotFound(address=parent_address)
         free = allocation.free_slots(self, parent)[:count]
         missing = count - len(free)

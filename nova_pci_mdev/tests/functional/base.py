@@ -89,7 +89,8 @@ class ScenarioTestCase(CloudTestCase):
         """``inst``'s guest on ``sim`` has one hostdev per device."""
         want = [vconfig.LibvirtConfigGuestHostdevMDEV(uuid=d.address)
                 if d.dev_type == fields.PciDeviceType.MDEV_VF else
-                vconfig.LibvirtConfigGuestHostdevPCI(address=d.address)
+                vconfig.LibvirtConfigGuestHostdevPCI(
+                    address=d.address, managed=not self.kind.is_vgpu_vf)
                 for d in devices]
         self.assertEqual(sorted(map(repr, want)),
                          sorted(map(repr, self.cloud.domains[sim.name][

@@ -10,7 +10,8 @@ compute host that is up:
 2. **relatives**: every free device has the status its relatives imply
    (a parent with an allocated child, or a child of an allocated parent,
    is ``unavailable``; otherwise ``available``);
-3. **kernel**: every held mdev slot exists on the host with its parent and
+3. **kernel**: every held NVIDIA vGPU VF holds its type in sysfs and no
+   free one holds any; every held mdev slot exists on the host with its parent and
    type; every slot the tracker says exists does; the fake libvirt reports
    exactly the kernel's mdevs (the udev relay); a parent has exactly as
    many slots of its type, tracked or still to create, as the kernel has
@@ -97,6 +98,7 @@ def host_problems(cloud, sim):
                 out.append('%s: slot %s (%s, %s of %s) has mdev %s in the '
                            'kernel' % (name, dev.address, dev.status,
                                        dev.mdev_type, dev.parent_addr, have))
+    out.extend(_vgpu_problems(sim, devices))
     if sim.udev is not None:
         if harness.fake_mdevs(sim.fake) != kernel:
             out.append('%s: libvirt reports mdevs %s, the kernel has %s' % (
@@ -131,6 +133,20 @@ def host_problems(cloud, sim):
     if cloud.client is not None:
         out.extend(_placement_problems(cloud, name, snap, devices, children))
     return out
+
+
+def _vgpu_problems(sim, devices):
+    """NVIDIA vGPU VFs: the driver holds a type on exactly the VFs held by
+    a consumer, the type of their slot (nothing else sets one here)."""
+    want = {d.address: int(d.mdev_type.split('-')[1])
+            for d in devices.values()
+            if d.status in harness.BUSY and d.dev_type == DevType.SRIOV_VF
+            and d.extra_info.get('vgpu_framework')}
+    have = sim.vgpu_types()
+    if want != have:
+        return ['%s: the NVIDIA driver holds vGPU types %s, the tracker\'s '
+                'held VFs want %s' % (sim.name, have, want)]
+    return []
 
 
 def _capacity_problems(sim, devices, children):

@@ -44,12 +44,15 @@ from nova_pci_mdev import compute as compute_mod
 from nova_pci_mdev import store as store_mod
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.pci import capacity
+from nova_pci_mdev.tests.fixtures import nvidia_sysfs
 from nova_pci_mdev.tests.fixtures import sysfs
 from nova_pci_mdev.virt.libvirt import config as vconfig
 from nova_pci_mdev.virt.libvirt import emulated
 from nova_pci_mdev.virt.libvirt import host as host_mod
 from nova_pci_mdev.virt.libvirt import mdev
 from nova_pci_mdev.virt.libvirt import mdev_sysfs
+from nova_pci_mdev.virt.libvirt import nvidia_sysfs as nvidia_sysfs_mod
+from nova_pci_mdev.virt.libvirt import vgpu_vfs
 
 FAKE = 'fake'
 TEST_DRIVER = 'libvirt-test'
@@ -179,6 +182,27 @@ def write_test_driver_host(fake, directory):
     return 'test://' + path
 
 
+def nvidia_gpus(fake):
+    """``{PF address: [VF addresses]}`` of the FakeHost's NVIDIA GPUs whose
+    VFs are vGPUs (SR-IOV PFs of vendor 10de bound to ``nvidia``)."""
+    return {dev.address: list(dev.vfs) for dev in fake.devices.values()
+            if dev.kind == 'pci' and getattr(dev, 'vfs', None)
+            and dev.vendor == '10de' and dev.driver == 'nvidia'}
+
+
+def nvidia_tree(fake, root):
+    """The NVIDIA VF sysfs tree (driver included) of ``fake``'s vGPU GPUs
+    (the bundled L40S catalogue), or None when it has none."""
+    gpus = nvidia_gpus(fake)
+    if not gpus:
+        return None
+    tree = nvidia_sysfs.NvidiaSysfsTree(root)
+    tree.setUp()
+    for pf, vfs in sorted(gpus.items()):
+        tree.add_gpu(pf, vfs=vfs)
+    return tree
+
+
 # -- one compute host --------------------------------------------------------
 
 class SimHost(object):
@@ -206,11 +230,13 @@ class SimHost(object):
         self.hypervisor = hypervisor
         self.tree = None
         self.udev = None
+        self.nv = None      # NVIDIA vGPU VFs' sysfs tree, if the host has any
         self.uri = None
         if hypervisor == FAKE:
             self.tree = sysfs.SysfsTree(os.path.join(state_dir, 'root'))
             self.tree.setUp()
             self.udev = Udev(fake, self.tree)
+            self.nv = nvidia_tree(fake, os.path.join(state_dir, 'nvidia'))
         else:
             self.uri = write_test_driver_host(fake, state_dir)
         self._compute = None
@@ -250,9 +276,19 @@ class SimHost(object):
             os.path.join(self.state_dir, 'state.db'))
         self._compute = compute_mod.ComputeHost(
             host, self.settings, self._store, mdev.MdevManager(backend),
-            host.numa_topology())
+            host.numa_topology(), vgpus=self._vgpus())
         self.starts += 1
         return self._compute
+
+    def _vgpus(self):
+        if self.nv is None:
+            return None
+        return vgpu_vfs.VgpuVfManager(nvidia_sysfs_mod.NvidiaVfSysfs(
+            self.nv.root, writer=self.nv.write))
+
+    def vgpu_types(self):
+        """``{VF address: type id}`` the NVIDIA driver holds (its view)."""
+        return self.nv.types() if self.nv is not None else {}
 
     def stop(self):
         """Stop the service cleanly (store and connection closed)."""
@@ -281,6 +317,8 @@ class SimHost(object):
         if self.hypervisor == FAKE:
             self.tree.reboot()
             self.udev.relay()
+            if self.nv is not None:
+                self.nv.reboot()
         else:
             backend = self._emulated_backend()
             for uuid in sorted(backend.list()):
@@ -342,6 +380,8 @@ class SimHost(object):
         count = sum(self.fake.calls.values())
         if self.tree is not None:
             count += len(self.tree.writes)
+        if self.nv is not None:
+            count += len(self.nv.writes)
         return count
 
     def devices(self):

@@ -245,6 +245,12 @@ class HostLifecycleTest(base.ScenarioTestCase):
             # Same UUID on the same parent; the freed one is not recreated.
             self.assertEqual({u: kernel[u] for u in held},
                              self.host1.kernel_mdevs())
+        elif self.kind.is_vgpu_vf:
+            # The held VFs get their vGPU type back; the freed one not.
+            self.assertEqual(held, sorted(recreated.recreated))
+            self.assertEqual({}, recreated.failed)
+            self.assertEqual({a: 1150 for a in held},
+                             self.host1.vgpu_types())
         else:
             self.assertEqual(([], {}), tuple(recreated))
         self.assertEqual(2, self.host1.starts)

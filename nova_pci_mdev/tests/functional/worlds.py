@@ -11,13 +11,23 @@ kind                parent (alias ``parent``)     children (alias ``child``)
 ``mdev``            T4 GPU 10de:1eb8 (mdev-pf)    nvidia-35 slots (mdev-vf)
 ``mdev-libvirt``    as ``mdev``, but the host is a libvirt test-driver host
                     file discovered through the real libvirt library
+``vgpu-vf``         L40S GPU 10de:26b9 (type-PF,  VFs 10de:26b9 (type-VF)
+                    NVIDIA vendor-specific VFIO;  taking nvidia-1150 (L40S-4Q)
+                    never passed through whole)   in nvidia/current_vgpu_type
 ==================  ============================  ===========================
+
+The ``vgpu`` alias is one name for two entries (ORed, as in Nova): the
+nvidia-35 mdevs of a T4 and the nvidia-1150 VFs of an L40S, so a flavor
+asking for ``vgpu:1`` reads the same on both kinds of GPU. Scenarios that
+pass a parent through whole are skipped for ``vgpu-vf``.
 """
 
 import dataclasses
+import unittest
 
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.tests.fixtures import fakelibvirt as fake
+from nova_pci_mdev.tests.fixtures import nvidia_sysfs
 from nova_pci_mdev.tests.functional import harness
 
 DevType = fields.PciDeviceType
@@ -33,11 +43,12 @@ alias = {"name": "vf", "vendor_id": "8086", "product_id": "154c", \
 alias = {"name": "pf", "vendor_id": "8086", "product_id": "1572", \
 "device_type": "type-PF"}
 alias = {"name": "vgpu", "vendor_id": "10de", "mdev_type": "nvidia-35"}
+alias = {"name": "vgpu", "vendor_id": "10de", "mdev_type": "nvidia-1150"}
 alias = {"name": "gpu", "vendor_id": "10de", "device_type": "mdev-pf"}
 alias = {"name": "mlx5", "vendor_id": "15b3", "mdev_type": "mlx5_core-local"}
 
 [devices]
-enabled_mdev_types = nvidia-35, mlx5_core-local
+enabled_mdev_types = nvidia-35, mlx5_core-local, nvidia-1150
 
 [mdev_mlx5_core-local]
 mdev_class = mlx5
@@ -45,6 +56,7 @@ mdev_class = mlx5
 
 MDEV_TYPE = 'nvidia-35'
 MLX5_TYPE = 'mlx5_core-local'
+VGPU_VF_TYPE = 'nvidia-1150'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,14 +69,26 @@ class Kind:
     child_type: str
     parent_type: str
     hypervisor: str = harness.FAKE
+    #: The parent can be passed through whole (not an NVIDIA vGPU GPU).
+    whole_ok: bool = True
 
     @property
     def is_mdev(self):
         return self.child_type == DevType.MDEV_VF
 
+    @property
+    def is_vgpu_vf(self):
+        return not self.whole_ok
+
     def add_family(self, host, address, numa_node, children):
         """A parent at ``address`` on ``numa_node`` with ``children``."""
-        if self.is_mdev:
+        if self.is_vgpu_vf:
+            host.add_sriov_pf(address, children, numa_node=numa_node,
+                              vendor='10de', product='26b9',
+                              vf_product='26b9', class_code='0x030200',
+                              driver='nvidia', vf_addresses=nvidia_sysfs.
+                              vf_addresses(address, children))
+        elif self.is_mdev:
             host.add_mdev_parent(address, numa_node=numa_node,
                                  types={MDEV_TYPE: children})
         else:
@@ -72,7 +96,13 @@ class Kind:
         return host
 
     def flavor(self, count=1, policy=None, numa_nodes=None, whole=False):
-        """Extra specs asking for ``count`` children (or parents)."""
+        """Extra specs asking for ``count`` children (or parents).
+
+        A whole parent of a kind that cannot be passed through whole skips
+        the scenario (``unittest.SkipTest``)."""
+        if whole and not self.whole_ok:
+            raise unittest.SkipTest('the PF of an NVIDIA vGPU GPU cannot be '
+                                    'passed through whole')
         specs = {'pci_passthrough:alias': '%s:%d' % (
             self.parent_alias if whole else self.child_alias, count)}
         if policy is not None:
@@ -86,7 +116,9 @@ VF = Kind('vf', 'vf', 'pf', DevType.SRIOV_VF, DevType.SRIOV_PF)
 MDEV = Kind('mdev', 'vgpu', 'gpu', DevType.MDEV_VF, DevType.MDEV_PF)
 MDEV_LIBVIRT = Kind('mdev-libvirt', 'vgpu', 'gpu', DevType.MDEV_VF,
                     DevType.MDEV_PF, hypervisor=harness.TEST_DRIVER)
-KINDS = (VF, MDEV, MDEV_LIBVIRT)
+VGPU_VF = Kind('vgpu-vf', 'vgpu', 'l40s-pf', DevType.SRIOV_VF,
+               DevType.SRIOV_PF, whole_ok=False)
+KINDS = (VF, MDEV, MDEV_LIBVIRT, VGPU_VF)
 #: testscenarios scenarios: the device kind shows in every test id.
 SCENARIOS = [(k.name, {'kind': k}) for k in KINDS]
 

@@ -165,6 +165,20 @@ class VgpuVfComputeTest(testtools.TestCase):
                     if c.device_address == GPU_A]
         self.assertEqual(1, child.inventories['VGPU'].reserved)
 
+    def test_the_placement_path_claims_vfs_of_the_chosen_gpu(self):
+        result = self.compute.claim(INST1, flavor_mod.parse(
+            {'resources:VGPU': '2', 'hw:numa_nodes': '1'},
+            self.host.settings.aliases))
+        # The provider on the instance's cell (cell 0: L40S B, 24Q).
+        self.assertEqual((0,), result.numa_cells)
+        self.assertEqual({GPU_B}, {d.parent_addr for d in result.devices})
+        self.assertEqual({d.address: 1155 for d in result.devices},
+                         self.host.nv.types())
+        (child,) = [c for c in self.compute.provider_tree().children
+                    if c.device_address == GPU_B]
+        self.assertEqual({child.uuid: {'VGPU': 2}}, result.allocations)
+        self.assertEqual(0, child.inventories['VGPU'].reserved)
+
     # -- claim ---------------------------------------------------------------
 
     def test_claim_sets_the_type_and_the_guest_gets_the_vf(self):
