@@ -90,27 +90,14 @@ def load_json(text, report):
 
 def parse_bool_tag(value):
     """Return 'true'/'false' for a boolean-like string or bool, or raise."""
-    if isinstance(value, bool):
-        return 'true' if value else 'false'
     if isinstance(value, str):
         try:
-            return ('true' if strutils.bool_from_string(value, strict=True)
-                    else 'false')
+            value = strutils.bool_from_string(value, strict=True)
         except ValueError:
             pass
+    if isinstance(value, bool):
+        return 'true' if value else 'false'
     raise ValueError(value)
-
-
-def validate_mdev_type(value):
-    """names.validate_mdev_type, also refusing a trailing newline.
-
-    (The regexes of :mod:`nova_pci_mdev.names` end in ``$``, which lets
-    ``"nvidia-35\\n"`` through; JSON values can carry one.)
-    """
-    if isinstance(value, str) and '\n' in value:
-        raise exception.InvalidValue(field='mdev type', value=value,
-                                     rule=names.MDEV_TYPE_RULE)
-    return names.validate_mdev_type(value)
 
 
 # -- addresses --------------------------------------------------------------
@@ -203,14 +190,12 @@ def _parse_glob(text, report):
 
 def _is_name_address(text):
     """A UUID or virtual parent name (``mtty``) rather than a PCI glob."""
-    if '\n' in text:
-        return False
     if names.is_uuid(text):
         return True
     if any(c in text for c in ':.*') or all(
             c in '0123456789abcdefABCDEF' for c in text):
         return False
-    return bool(names.PARENT_NAME_RE.match(text))
+    return bool(names.PARENT_NAME_RE.fullmatch(text))
 
 
 def parse_address(value, report):
@@ -340,91 +325,111 @@ class DevSpec(object):
         return False
 
 
+def _parse_id(value, bad):
+    if value == ANY:
+        return ANY
+    if isinstance(value, str) and _HEX_ID_RE.match(value.strip()):
+        return '%04x' % int(value.strip(), 16)
+    return bad(show(value), ID_RULE)
+
+
+def _parse_devname(value, bad):
+    if (isinstance(value, str) and _DEVNAME_RE.match(value)
+            and value not in ('.', '..')):
+        return value
+    return bad(show(value), 'expected an interface name of letters, '
+               'digits, "_.:@-" (at most 64 characters)')
+
+
+def _parse_mdev_type(value, bad):
+    """An exact type name or a glob of type names."""
+    if isinstance(value, str) and _GLOB_CHARS & set(value):
+        if _MDEV_GLOB_RE.match(value):
+            return value
+        return bad(show(value), 'an mdev type glob has letters, digits, '
+                   '"_.:-" and "*?[]!" (at most 128)')
+    try:
+        return names.validate_mdev_type(value)
+    except exception.Invalid:
+        return bad(show(value), names.MDEV_TYPE_RULE)
+
+
+#: The parser of each key that is a field of the spec (any other key is a
+#: tag): ``parser(value, bad) -> parsed``, or the None ``bad(shown value,
+#: rule)`` returns after recording the problem.
+FIELD_PARSERS = {
+    'vendor_id': _parse_id,
+    'product_id': _parse_id,
+    'address': parse_address,
+    'devname': _parse_devname,
+    'mdev_type': _parse_mdev_type,
+}
+
+
+def _parse_tag(key, value, bad):
+    """A tag's string value (booleans normalised), or None after ``bad``."""
+    if not isinstance(key, str) or not key.strip():
+        return bad(show(key), 'a tag name must be a non-empty string')
+    if key in RESERVED_TAGS:
+        return bad(show(value), 'reserved: a device field cannot be a tag')
+    if key in BOOL_TAGS or isinstance(value, bool):
+        try:
+            return parse_bool_tag(value)
+        except ValueError:
+            return bad(show(value), 'expected a boolean such as "true", '
+                       '"false", "yes" or "no"')
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    return bad(show(value), 'a tag value must be a string')
+
+
 def parse_spec(entry, position, label, report, devname_resolver=None):
     """A :class:`DevSpec` from one JSON object, or None after ``report``.
 
     ``report(key, value, rule)`` records one problem; ``label`` names the
     entry in messages (``entry 2``). ``devname_resolver(devname)`` may map
     an interface name to a device address (I/O belongs to the caller).
+    Each key goes to its :data:`FIELD_PARSERS` entry, or is a tag.
     """
-    problems = []
-
-    def bad(key, value, rule):
-        problems.append(1)
-        report(key, value, '%s, key "%s": %s' % (label, key, rule))
-
     if not isinstance(entry, dict):
         report(None, show(entry), '%s: expected a JSON object' % label)
         return None
+    problems = []
+
+    def bad_for(key):
+        def bad(value, rule):
+            problems.append(key)
+            report(key, value, '%s, key "%s": %s' % (label, key, rule))
+        return bad
+
     kw = {}
     tags = {}
     for key, value in entry.items():
-        if key in ('vendor_id', 'product_id'):
-            if value == ANY:
-                kw[key] = ANY
-            elif isinstance(value, str) and _HEX_ID_RE.match(value.strip()):
-                kw[key] = '%04x' % int(value.strip(), 16)
-            else:
-                bad(key, show(value), ID_RULE)
-        elif key == 'address':
-            address = parse_address(
-                value, lambda v, rule, key=key: bad(key, v, rule))
-            if address is not None:
-                kw['address'] = address
-        elif key == 'devname':
-            if (isinstance(value, str) and _DEVNAME_RE.match(value)
-                    and value not in ('.', '..')):
-                kw['devname'] = value
-            else:
-                bad(key, show(value), 'expected an interface name of '
-                    'letters, digits, "_.:@-" (at most 64 characters)')
-        elif key == 'mdev_type':
-            if not isinstance(value, str):
-                bad(key, show(value), names.MDEV_TYPE_RULE)
-            elif _GLOB_CHARS & set(value):
-                if _MDEV_GLOB_RE.match(value):
-                    kw['mdev_type'] = value
-                else:
-                    bad(key, show(value), 'an mdev type glob has letters, '
-                        'digits, "_.:-" and "*?[]!" (at most 128)')
-            else:
-                try:
-                    kw['mdev_type'] = validate_mdev_type(value)
-                except exception.Invalid:
-                    bad(key, show(value), names.MDEV_TYPE_RULE)
-        elif not isinstance(key, str) or not key.strip():
-            bad(key, show(key), 'a tag name must be a non-empty string')
-        elif key in RESERVED_TAGS:
-            bad(key, show(value), 'reserved: a device field cannot be a tag')
-        elif key in BOOL_TAGS:
-            try:
-                tags[key] = parse_bool_tag(value)
-            except ValueError:
-                bad(key, show(value), 'expected a boolean such as "true", '
-                    '"false", "yes" or "no"')
-        elif isinstance(value, bool):
-            tags[key] = 'true' if value else 'false'
-        elif isinstance(value, (str, int, float)):
-            tags[key] = str(value)
-        else:
-            bad(key, show(value), 'a tag value must be a string')
+        parser = FIELD_PARSERS.get(key)
+        parsed = (parser(value, bad_for(key)) if parser is not None
+                  else _parse_tag(key, value, bad_for(key)))
+        if parsed is not None:
+            (kw if parser is not None else tags)[key] = parsed
     if 'address' in entry and 'devname' in entry:
-        bad('devname', show(entry['devname']),
-            'devname and address cannot be used together')
+        bad_for('devname')(show(entry['devname']),
+                           'devname and address cannot be used together')
     if 'devname' in kw and devname_resolver is not None and not problems:
-        resolved = devname_resolver(kw['devname'])
-        if resolved:
-            try:
-                if '\n' in resolved:
-                    raise exception.Invalid(reason=resolved)
-                kw['address'] = ExactAddress(
-                    names.normalize_address(resolved))
-                del kw['devname']
-            except exception.Invalid:
-                bad('devname', show(kw['devname']),
-                    'resolves to %s, which is not a device address'
-                    % show(resolved))
+        _resolve_devname(kw, devname_resolver, bad_for('devname'))
     if problems:
         return None
     return DevSpec(position=position, tags=tags,
                    source=json.dumps(entry, sort_keys=True), **kw)
+
+
+def _resolve_devname(kw, resolver, bad):
+    """Replace ``kw['devname']`` by the address ``resolver`` gives."""
+    resolved = resolver(kw['devname'])
+    if not resolved:
+        return
+    try:
+        kw['address'] = ExactAddress(names.normalize_address(resolved))
+    except exception.Invalid:
+        bad(show(kw['devname']), 'resolves to %s, which is not a device '
+            'address' % show(resolved))
+        return
+    del kw['devname']

@@ -18,6 +18,10 @@ Invariants:
   one name agree on the NUMA policy (absent means ``legacy``) and on the
   device type (Nova refuses the others); their specs are ORed, in
   configuration order.
+* An alias names at least one of ``vendor_id``, ``product_id`` and
+  ``mdev_type`` (``vendor_id`` alone, as in the 2017 cover letter, is
+  enough); one that names none would match every whitelisted device and is
+  refused, as Nova refuses it.
 * A spec dict holds strings only, with keys among ``vendor_id``,
   ``product_id`` (four lower-case hex digits), ``dev_type``, ``mdev_type``
   and ``live_migratable``. ``resource_class``/``traits`` only matter to
@@ -51,6 +55,8 @@ IGNORED_KEYS = ('resource_class', 'traits')
 MAX_NAME_LEN = 256
 _ID_RE = re.compile(r'^[0-9a-fA-F]{4}\Z')
 _COUNT_RE = re.compile(r'^[0-9]{1,9}\Z')
+#: An alias must name one of these, or it would match every device.
+_NARROWING_KEYS = frozenset(('vendor_id', 'product_id', 'mdev_type'))
 #: Device types an alias with ``mdev_type`` may name.
 _TYPED = DevType.MDEV_TYPES + (DevType.SRIOV_VF,)
 
@@ -82,13 +88,40 @@ def _parse_entry(entry, bad):
     if unknown:
         bad(unknown[0], ', '.join(unknown),
             'unknown key(s); allowed: %s' % ', '.join(ALIAS_KEYS))
-    name = entry.get('name')
+    name = _name(entry.get('name'), bad)
+    spec = _ids(entry, bad)
+    dev_type = _types(entry, spec, bad)
+    policy = entry.get('numa_policy', Policy.LEGACY)
+    if policy not in Policy.ALL:
+        bad('numa_policy', devspec.show(policy),
+            'expected one of %s' % ', '.join(Policy.ALL))
+    _others(entry, spec, bad)
+    if bad.count != before:
+        return None
+    if not _NARROWING_KEYS & set(spec):
+        bad(None, devspec.show(entry), 'alias %s names none of %s, so it '
+            'would match every whitelisted device (Nova refuses such '
+            'aliases)' % (name, ', '.join(sorted(_NARROWING_KEYS))))
+        return None
+    if dev_type is not None:
+        spec['dev_type'] = dev_type
+    return name, policy, _effective_dev_type(entry), spec
+
+
+def _name(name, bad):
     if not isinstance(name, str) or not name.strip():
         bad('name', devspec.show(name), 'every alias needs a non-empty name')
     elif len(name) > MAX_NAME_LEN or ',' in name or ':' in name:
         bad('name', devspec.show(name), 'at most %d characters, without '
             '"," or ":" (they separate aliases and counts in %s)'
             % (MAX_NAME_LEN, ALIAS_SPEC))
+    else:
+        return name.strip()
+    return None
+
+
+def _ids(entry, bad):
+    """The spec's ``vendor_id`` / ``product_id``, lower case."""
     spec = {}
     for key in ('vendor_id', 'product_id'):
         if key in entry:
@@ -97,14 +130,18 @@ def _parse_entry(entry, bad):
                 spec[key] = value.lower()
             else:
                 bad(key, devspec.show(value), 'expected 4 hex digits')
+    return spec
+
+
+def _types(entry, spec, bad):
+    """``device_type`` (returned) and ``mdev_type`` (into ``spec``)."""
     dev_type = entry.get('device_type')
     if 'device_type' in entry and dev_type not in DevType.ALL:
         bad('device_type', devspec.show(dev_type),
             'expected one of %s' % ', '.join(DevType.ALL))
     if 'mdev_type' in entry:
         try:
-            spec['mdev_type'] = devspec.validate_mdev_type(
-                entry['mdev_type'])
+            spec['mdev_type'] = names.validate_mdev_type(entry['mdev_type'])
         except exception.Invalid:
             bad('mdev_type', devspec.show(entry['mdev_type']),
                 names.MDEV_TYPE_RULE)
@@ -112,10 +149,11 @@ def _parse_entry(entry, bad):
             bad('device_type', devspec.show(dev_type),
                 'an alias with mdev_type asks for %s (an NVIDIA vGPU VF)'
                 % ', '.join(_TYPED))
-    policy = entry.get('numa_policy', Policy.LEGACY)
-    if policy not in Policy.ALL:
-        bad('numa_policy', devspec.show(policy),
-            'expected one of %s' % ', '.join(Policy.ALL))
+    return dev_type
+
+
+def _others(entry, spec, bad):
+    """``capability_type``, ``live_migratable`` and the ignored keys."""
     if entry.get('capability_type', 'pci') != 'pci':
         bad('capability_type', devspec.show(entry['capability_type']),
             'the only capability type is "pci"')
@@ -129,11 +167,6 @@ def _parse_entry(entry, bad):
     for key in IGNORED_KEYS:
         if key in entry and not isinstance(entry[key], str):
             bad(key, devspec.show(entry[key]), 'expected a string')
-    if bad.count != before:
-        return None
-    if dev_type is not None:
-        spec['dev_type'] = dev_type
-    return name.strip(), policy, _effective_dev_type(entry), spec
 
 
 class _Reporter(object):
@@ -212,12 +245,13 @@ class AliasTable(object):
                 if key in entry:
                     bad(key, devspec.show(entry[key]), 'ignored: only '
                         "Nova's PCI in Placement uses it", warn=True)
-            if not (('vendor_id' in spec and 'product_id' in spec)
+            if not ({'vendor_id', 'product_id'} <= set(spec)
                     or 'mdev_type' in spec):
                 bad(None, devspec.show(text), 'alias %s names neither '
                     'vendor_id and product_id nor mdev_type, so it matches '
-                    'any device (Nova refuses such aliases)' % name,
-                    warn=True)
+                    'every whitelisted device of %s' % (name, ', '.join(
+                        '%s %s' % (k, spec[k]) for k in sorted(spec)
+                        if k in _NARROWING_KEYS)), warn=True)
             known = merged.get(name)
             if known is None:
                 merged[name] = [policy, dev_type, [spec], label]

@@ -134,6 +134,7 @@ BROKEN_CONF = textwrap.dedent('''
     device_spec = {"address": "0000:84:00.0/../x"}
     alias = {"name": "a", "vendor_id": "10de", "bogus": 1}
     alias = {"vendor_id": "10de"}
+    alias = {"name": "everything", "numa_policy": "legacy"}
 
     [devices]
     enabled_mdev_types = nvidia-35
@@ -250,8 +251,9 @@ class TestOwnHost(testtools.TestCase):
         proc = self.cli.run(*self.opts, 'check-config', expect=2)
         errors = [line for line in proc.stdout.splitlines()
                   if line.startswith('error:')]
-        self.assertEqual(5, len(errors), proc.stdout)
-        for text in ('10dex', '../x', 'bogus', 'name', 'not valid!'):
+        self.assertEqual(6, len(errors), proc.stdout)
+        for text in ('10dex', '../x', 'bogus', 'name', 'not valid!',
+                     'alias everything names none of'):
             self.assertIn(text, proc.stdout)
         proc = self.cli.run(*self.opts, 'devices', expect=2)
         self.assertIn('10dex', proc.stderr)

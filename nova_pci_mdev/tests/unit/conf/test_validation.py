@@ -123,7 +123,7 @@ class ValidateTest(base.ConfTestCase):
              '[devices]\nenabled_mdev_types = nvidia-35\n', 'pci',
              'matches no type'),
             ('[pci]\nalias = {"name": "a", "vendor_id": "8086"}\n', 'pci',
-             'neither'),
+             'every whitelisted device of vendor_id 8086'),
         ]
         for text, group, words in cases:
             c = self.load(text)

@@ -132,9 +132,8 @@ class AliasTableTest(testtools.TestCase):
 
     def test_warnings(self):
         cases = [
-            ({'name': 'a', 'vendor_id': '8086'}, 'neither'),
-            ({'name': 'a'}, 'neither'),
-            ({'name': 'a', 'device_type': 'type-VF'}, 'neither'),
+            ({'name': 'a', 'vendor_id': '8086'}, 'vendor_id 8086'),
+            ({'name': 'a', 'product_id': '154c'}, 'product_id 154c'),
             (dict(VGPU, resource_class='CUSTOM_X'), 'ignored'),
             (dict(VGPU, traits='a'), 'ignored'),
         ]
@@ -147,6 +146,29 @@ class AliasTableTest(testtools.TestCase):
             self.assertTrue(str(problems[0]).endswith('(warning)'))
             t = table(entry)   # warnings do not stop loading
             self.assertEqual(1, len(t.warnings))
+
+    def test_an_alias_that_narrows_nothing_is_refused(self):
+        for entry in ({'name': 'a'}, {'name': 'a', 'device_type': 'type-VF'},
+                      {'name': 'a', 'numa_policy': 'required',
+                       'live_migratable': 'yes'}):
+            problems = problems_of(entry)
+            self.assertEqual(['error'], [p.severity for p in problems],
+                             entry)
+            self.assertIn('alias a names none of mdev_type, product_id, '
+                          'vendor_id', str(problems[0]))
+            self.assertIn('every whitelisted device', str(problems[0]))
+            self.assertNotIn('a', request.AliasTable.parse(
+                [json.dumps(entry)], []))
+            self.assertRaises(exception.ConfigErrors, table, entry)
+
+    def test_vendor_alone_or_with_an_mdev_type_is_accepted(self):
+        for entry, spec in [
+                ({'name': 'a', 'vendor_id': '10DE'}, {'vendor_id': '10de'}),
+                ({'name': 'a', 'vendor_id': '10de', 'mdev_type': 'nvidia-35'},
+                 {'vendor_id': '10de', 'mdev_type': 'nvidia-35'})]:
+            self.assertEqual([], [p for p in problems_of(entry)
+                                  if p.severity == 'error'], entry)
+            self.assertEqual((spec,), table(entry).get('a').specs)
 
     def test_same_name_aliases_are_ored(self):
         t = table(VGPU, dict(VGPU, vendor_id='10df'),
