@@ -112,8 +112,9 @@ def load_settings(args):
 # -- commands --------------------------------------------------------------
 
 def _host_problems(args, settings):
-    """Warnings and notes that need the host: device specs matching
-    nothing, and what each GPU with NVIDIA vGPU VFs can serve."""
+    """Problems that need the host (:mod:`.conf.host_checks`), and what
+    each GPU with NVIDIA vGPU VFs can serve."""
+    from nova_pci_mdev.conf import host_checks
     from nova_pci_mdev.virt.libvirt import nvidia_check
     from nova_pci_mdev.virt.libvirt import nvidia_vf
 
@@ -121,10 +122,7 @@ def _host_problems(args, settings):
     records = compute.host.discover(settings)
     states = compute.vgpus.states(nvidia_vf.candidate_addresses(records))
     records = nvidia_vf.apply(records, states, settings)
-    problems = [exception.ConfigWarning(
-        group='pci', option='device_spec', value=spec.source,
-        rule='matches no device on host %s' % compute.nodename)
-        for spec in settings.whitelist.unmatched(records)]
+    problems = host_checks.problems(settings, records, compute.nodename)
     problems.extend(nvidia_check.gpu_notes(records, states, settings))
     return problems
 
@@ -137,6 +135,7 @@ def cmd_check_config(args, out):
     if not errors:
         settings = conf_mod.load_settings(cfg)
         problems.extend(_host_problems(args, settings))
+        errors = [p for p in problems if p.severity == 'error']
     if args.format == 'json':
         out.write(render.to_json([
             {'severity': getattr(p, 'severity', 'error'), 'message': str(p),

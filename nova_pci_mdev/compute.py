@@ -270,7 +270,8 @@ class ComputeHost(object):
             if allocations is None:
                 allocations = allocation.local_allocations(
                     allocation.only_parents(tree, s.tracker, parents),
-                    s.tracker, flavor.resource_groups, cells)
+                    s.tracker, flavor.resource_groups, cells,
+                    isolate=flavor.group_policy == 'isolate')
             for parent, amount in allocation.slots_for(
                     tree, s.tracker, allocations, self.root_uuid):
                 # A failure on a later parent rolls the session back.

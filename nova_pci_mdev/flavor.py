@@ -19,6 +19,7 @@ _RESOURCES_KEY = re.compile(r'^resources(?P<suffix>[A-Za-z0-9_-]*):'
                             r'(?P<rc>.*)$')
 _RC_NAME = re.compile(r'^(CUSTOM_[A-Z0-9_]+|[A-Z][A-Z0-9_]*)$')
 _AMOUNT_RE = re.compile(r'[0-9]{1,9}')
+GROUP_POLICIES = ('none', 'isolate')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +28,8 @@ class FlavorRequest:
     numa_nodes: int | None = None
     #: request group suffix ('' for the unnumbered group) -> {RC: amount}
     resource_groups: dict = dataclasses.field(default_factory=dict)
+    #: ``group_policy``: None, 'none' or 'isolate'
+    group_policy: str | None = None
 
     @property
     def resources(self):
@@ -82,4 +85,26 @@ def parse(extra_specs, aliases):
         if amount:
             groups.setdefault(match.group('suffix'), {})[rc] = amount
     return FlavorRequest(pci_requests=pci_requests, numa_nodes=numa_nodes,
-                         resource_groups=groups)
+                         resource_groups=groups,
+                         group_policy=_group_policy(extra_specs, groups))
+
+
+def _group_policy(extra_specs, groups):
+    """``group_policy``, required (as Placement requires it) when more
+    than one numbered request group asks for resources."""
+    policy = extra_specs.get('group_policy')
+    if policy is not None:
+        policy = str(policy).strip()
+        if policy not in GROUP_POLICIES:
+            raise exception.InvalidExtraSpec(
+                key='group_policy', value=extra_specs['group_policy'],
+                reason='expected one of %s' % ', '.join(GROUP_POLICIES))
+    numbered = sorted(s for s in groups if s)
+    if len(numbered) > 1 and policy is None:
+        raise exception.InvalidExtraSpec(
+            key='group_policy', value='(not set)',
+            reason='required with more than one numbered request group '
+                   '(%s): none (groups may share a provider) or isolate '
+                   '(each its own)' % ', '.join(
+                       'resources%s:' % s for s in numbered))
+    return policy

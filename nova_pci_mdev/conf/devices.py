@@ -40,7 +40,7 @@ def group_name(mdev_type):
     return GROUP_PREFIX + mdev_type
 
 
-def _dynamic_opts(mdev_type):
+def dynamic_opts(mdev_type):
     old = DEPRECATED_GROUP_PREFIX + mdev_type
     return [
         cfg.ListOpt('device_addresses', default=[], deprecated_group=old,
@@ -83,7 +83,7 @@ def register_dynamic_opts(conf):
             names.validate_mdev_type(mdev_type)
         except exception.Invalid:
             continue
-        for opt in _dynamic_opts(mdev_type):
+        for opt in dynamic_opts(mdev_type):
             conf.register_opt(opt, group=group_name(mdev_type))
 
 

@@ -11,6 +11,7 @@ Invariants:
   is skipped and checking goes on.
 """
 
+import difflib
 import fnmatch
 
 from oslo_config import cfg
@@ -80,6 +81,54 @@ def _stray_groups(conf, enabled, problems):
                              ' the group is ignored' % mdev_type))
 
 
+def _file_sections(conf):
+    """``{section: {option: [values]}}`` as written in the config files
+    (oslo.config's own parser; later files win per option)."""
+    merged = {}
+    for path in conf.config_file or ():
+        sections = {}
+        try:
+            cfg.ConfigParser(path, sections).parse()
+        except (OSError, cfg.Error, UnicodeError):
+            continue        # new_config reported it already
+        for section, options in sections.items():
+            merged.setdefault(section, {}).update(options)
+    return merged
+
+
+def _mdev_group_options(conf, enabled, problems):
+    """Options of [mdev_<type>] / [vgpu_<type>] that are not registered
+    (typos: oslo.config ignores them silently), and [vgpu_<type>] options
+    that [mdev_<type>] shadows."""
+    known = sorted(opt.dest for opt in devices.dynamic_opts('x'))
+    sections = _file_sections(conf)
+    for section, options in sorted(sections.items()):
+        for prefix in (devices.GROUP_PREFIX, devices.DEPRECATED_GROUP_PREFIX):
+            if not section.startswith(prefix) or (
+                    section[len(prefix):] not in enabled):
+                continue
+            for option in sorted(set(options) - set(known)):
+                near = difflib.get_close_matches(option, known, n=1)
+                problems.append(exception.ConfigWarning(
+                    group=section, option=option,
+                    value=repr(options[option][-1]),
+                    rule='unknown option, ignored (the options of this '
+                         'group are %s)%s' % (', '.join(known), (
+                             '; did you mean %s?' % near[0]) if near else '')))
+    for mdev_type in enabled:
+        old = sections.get(devices.DEPRECATED_GROUP_PREFIX + mdev_type, {})
+        new = sections.get(devices.group_name(mdev_type), {})
+        for option in sorted(set(old) & set(new) & set(known)):
+            problems.append(exception.ConfigWarning(
+                group=devices.DEPRECATED_GROUP_PREFIX + mdev_type,
+                option=option, value=repr(old[option][-1]),
+                rule='shadowed by [%s] %s = %s, which is used instead (%s '
+                     'is the deprecated name of the group)' % (
+                         devices.group_name(mdev_type), option,
+                         new[option][-1],
+                         devices.DEPRECATED_GROUP_PREFIX + mdev_type)))
+
+
 def _unreachable_types(wl, aliases, enabled, problems):
     """Warn about specs and aliases naming types that are not enabled."""
     enabled = tuple(enabled)
@@ -113,6 +162,7 @@ def check(conf, devname_resolver=None):
     enabled = _enabled_types(conf, problems)
     mdev_types = mdev.read_mdev_types(conf, enabled, problems)
     _stray_groups(conf, enabled, problems)
+    _mdev_group_options(conf, enabled, problems)
     _unreachable_types(wl, aliases, enabled, problems)
     if any(p.severity == 'error' for p in problems):
         return None, problems

@@ -36,40 +36,75 @@ def free_count(tracker, parent):
     return len(free_slots(tracker, parent)) + capacity.usable(parent)
 
 
-def local_allocations(tree, tracker, resource_groups, numa_cells=None):
+def _provider_label(prov, parent):
+    node = parent.numa_node if parent is not None else None
+    return '%s (%s, %s)' % (prov.name, prov.device_address,
+                            'NUMA node %s' % node if node is not None
+                            else 'no NUMA node')
+
+
+def _shortfall(tree, devices, tracker, suffix, rc, amount, taken, cell_ids,
+               barred):
+    """RequestNotSatisfiable naming the group, and what is free where."""
+    free = []
+    total = 0
+    for prov in tree.children:
+        if rc not in prov.inventories:
+            continue
+        total += prov.inventories[rc].total
+        parent = devices.get(prov.device_address)
+        count = 0 if parent is None else max(
+            0, free_count(tracker, parent) - taken.get(prov.uuid, 0))
+        note = ' (used by another group, group_policy=isolate)' if (
+            prov.uuid in barred) else ''
+        free.append('%s: %d%s' % (_provider_label(prov, parent), count,
+                                  note))
+    where = ('; providers on NUMA node(s) %s are preferred' % ', '.join(
+        str(c) for c in sorted(cell_ids))) if cell_ids else ''
+    return exception.RequestNotSatisfiable(
+        reason='resources%s:%s=%d: no provider of %s has %d free slot(s); '
+               'free per provider: %s (%d in total on this host)%s' % (
+                   suffix, rc, amount, rc, amount,
+                   ', '.join(free) or 'none', total, where))
+
+
+def local_allocations(tree, tracker, resource_groups, numa_cells=None,
+                      isolate=False):
     """Choose providers for ``resource_groups`` without a Placement service.
 
     Each (group, resource class) is served by one child provider with
     enough free slots, preferring providers on the instance's NUMA cells,
-    then by name; returns ``{provider uuid: {rc: amount}}`` or raises
-    RequestNotSatisfiable naming the resource class.
+    then by name; with ``isolate`` (``group_policy=isolate``) two numbered
+    groups never share a provider. Returns ``{provider uuid: {rc:
+    amount}}`` or raises RequestNotSatisfiable naming the resource class
+    and the free slots of every provider of it.
     """
     cell_ids = {c.id for c in numa_cells} if numa_cells else set()
     devices = tracker.devices
     taken = {}
     result = {}
+    owner = {}          # provider uuid -> numbered group using it
     for suffix, group in sorted(resource_groups.items()):
+        barred = {u for u, g in owner.items()
+                  if isolate and suffix and g != suffix}
         for rc, amount in sorted(group.items()):
             candidates = []
             for prov in tree.children:
-                if rc not in prov.inventories:
-                    continue
                 parent = devices.get(prov.device_address)
-                if parent is None:
+                if (rc not in prov.inventories or parent is None
+                        or prov.uuid in barred):
                     continue
                 free = free_count(tracker, parent) - taken.get(prov.uuid, 0)
                 if free >= amount:
                     near = parent.numa_node in cell_ids
                     candidates.append((not near, prov.name, prov))
             if not candidates:
-                total = sum(p.inventories[rc].total for p in tree.children
-                            if rc in p.inventories)
-                raise exception.RequestNotSatisfiable(
-                    reason='resources%s:%s=%d: no provider of %s has %d free '
-                           'slot(s) (%d in total on this host)' % (
-                               suffix, rc, amount, rc, amount, total))
+                raise _shortfall(tree, devices, tracker, suffix, rc, amount,
+                                 taken, cell_ids, barred)
             prov = sorted(candidates, key=lambda c: c[:2])[0][2]
             taken[prov.uuid] = taken.get(prov.uuid, 0) + amount
+            if suffix:
+                owner.setdefault(prov.uuid, suffix)
             result.setdefault(prov.uuid, {})
             result[prov.uuid][rc] = result[prov.uuid].get(rc, 0) + amount
     return result

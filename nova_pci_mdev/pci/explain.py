@@ -4,7 +4,8 @@
 what the pools hold (a :class:`Shortfall`); :func:`shortfall_line` turns
 that into the one line an operator reads, e.g. ``alias vGPU: 0 free
 nvidia-35 slots matching vendor_id=10de on NUMA node 1, policy required, 1
-requested; 4 free on NUMA node 0``. Pure text: no pools, no I/O.
+requested; 4 free on NUMA node 0; free per parent: 0000:84:00.0 on NUMA
+node 0: 4``. Pure text: no pools, no I/O.
 """
 
 import collections
@@ -35,6 +36,10 @@ class Shortfall:
         default_factory=collections.Counter)
     restricted: collections.Counter = dataclasses.field(
         default_factory=collections.Counter)
+    #: (parent address, numa_node) -> free children the request could
+    #: use but for its NUMA policy or count (VFs, slots, slots to create)
+    by_parent: collections.Counter = dataclasses.field(
+        default_factory=collections.Counter)
 
 
 def shortfall_line(request, index, specs, numa, policy, short):
@@ -48,6 +53,8 @@ def shortfall_line(request, index, specs, numa, policy, short):
                                ' or '.join(_describe(s) for s in specs))
     if numa.cell_ids is not None:
         line += ' %s, policy %s' % (_where(numa, policy), policy)
+    else:
+        line += ' on any NUMA node (the instance has no NUMA topology)'
     if short.busy:
         line += ' (%d exist but are in use)' % short.busy
     line += ', %d requested' % request.count
@@ -63,6 +70,12 @@ def shortfall_line(request, index, specs, numa, policy, short):
         restricted[_restriction(*rule)] += n
     notes.extend('%d free devices also match but serve only requests %s'
                  % (n, why) for why, n in sorted(restricted.items()) if n)
+    parents = sorted(short.by_parent.items(), key=lambda i: (
+        i[0][1] is None, i[0][1] or 0, i[0][0]))
+    if parents:
+        notes.append('free per parent: %s' % ', '.join(
+            '%s %s: %d' % (parent, _node(node), n)
+            for (parent, node), n in parents))
     return '; '.join([line] + notes)
 
 

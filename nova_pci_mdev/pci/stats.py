@@ -557,6 +557,18 @@ class PciDeviceStats(object):
 
     # -- explain -----------------------------------------------------------
 
+    @staticmethod
+    def _free_per_parent(plan, pool, counts):
+        """Add the free children of ``pool`` (devices and slots still to
+        create) that ``plan`` left, per (parent, NUMA node)."""
+        for dev in pool.free_devices():
+            if dev.parent_addr and dev.address not in plan.blocked:
+                counts[(dev.parent_addr, pool.numa_node)] += 1
+        for address, (_parent, count) in pool.creatable.items():
+            if address not in plan.whole:
+                counts[(address, pool.numa_node)] += max(
+                    0, count - plan.new[address])
+
     def _explain_one(self, plan, index, request, numa):
         policy = request.numa_policy or Policy.LEGACY
         short = explain_mod.Shortfall()
@@ -568,6 +580,7 @@ class PciDeviceStats(object):
                         plan.available(pool))
                 continue
             short.taken += plan.removed[pool.key]
+            self._free_per_parent(plan, pool, short.by_parent)
             if numa.rank(pool.numa_node, policy) is None:
                 short.elsewhere[pool.numa_node] += plan.available(pool)
             else:

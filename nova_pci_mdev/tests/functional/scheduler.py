@@ -120,7 +120,7 @@ class Scheduler(object):
         numbered = [s for s in flavor.resource_groups if s]
         body = client.allocation_candidates(
             groups=flavor.resource_groups,
-            group_policy='none' if len(numbered) > 1 else None)
+            group_policy=flavor.group_policy if len(numbered) > 1 else None)
         first = {}
         for areq in body['allocation_requests']:
             owners = {self.cloud.providers.get(rp)

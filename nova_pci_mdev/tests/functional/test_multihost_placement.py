@@ -32,7 +32,8 @@ NIC = {'pci_passthrough:alias': 'vf:1'}
 VGPU_ALIAS = {'pci_passthrough:alias': 'vgpu:1',
               'hw:pci_numa_affinity_policy': 'required', 'hw:numa_nodes': '1'}
 VGPU_AND_NIC = {'resources:VGPU': '1', 'pci_passthrough:alias': 'vf:1'}
-MLX5_AND_VGPU = {'resources1:CUSTOM_MLX5': '1', 'resources2:VGPU': '1'}
+MLX5_AND_VGPU = {'resources1:CUSTOM_MLX5': '1', 'resources2:VGPU': '1',
+                 'group_policy': 'none'}
 FLAVORS = (('vgpu', VGPU), ('mlx5', MLX5), ('nic', NIC),
            ('vgpu-alias', VGPU_ALIAS), ('vgpu+nic', VGPU_AND_NIC),
            ('mlx5+vgpu', MLX5_AND_VGPU))

@@ -25,6 +25,7 @@ class FlavorParseTest(testtools.TestCase):
                        'resources1:CUSTOM_NVIDIA_35': '2',
                        'resources_g:CUSTOM_NVIDIA_35': '1',
                        'resources2:VCPU': '0',
+                       'group_policy': 'none',
                        'hw:cpu_policy': 'dedicated'})
         self.assertEqual(1, len(found.pci_requests))
         self.assertEqual(2, found.pci_requests[0].count)
@@ -35,6 +36,23 @@ class FlavorParseTest(testtools.TestCase):
                          found.resource_groups)
         self.assertEqual({'VGPU': 1, 'CUSTOM_NVIDIA_35': 3},
                          found.resources)
+
+    def test_group_policy(self):
+        # Placement refuses two numbered groups without a group_policy:
+        # so does the flavor (issue 15, item 10).
+        two = {'resources1:VGPU': '1', 'resources2:CUSTOM_MLX5': '1'}
+        err = self.assertRaises(exception.InvalidExtraSpec, parse, two)
+        self.assertIn('group_policy', str(err))
+        self.assertIn('resources1:, resources2:', str(err))
+        err = self.assertRaises(exception.InvalidExtraSpec, parse,
+                                dict(two, group_policy='isolated'))
+        self.assertIn('expected one of none, isolate', str(err))
+        self.assertEqual('isolate',
+                         parse(dict(two, group_policy=' isolate ')
+                               ).group_policy)
+        # One numbered group (and the unnumbered one) needs none.
+        self.assertIsNone(parse({'resources1:VGPU': '1',
+                                 'resources:VGPU': '1'}).group_policy)
 
     def test_nothing_asked(self):
         found = parse({'hw:mem_page_size': 'large'})

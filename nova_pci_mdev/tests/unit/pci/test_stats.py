@@ -404,6 +404,9 @@ class TestNumaPolicy(testtools.TestCase):
             [req(policy=P.REQUIRED, dev_type=T.SRIOV_VF)], []))
 
 
+ANYWHERE = ' on any NUMA node (the instance has no NUMA topology)'
+
+
 class TestExplain(testtools.TestCase):
 
     def test_numa_line_names_alias_type_node_and_policy(self):
@@ -415,7 +418,8 @@ class TestExplain(testtools.TestCase):
         self.assertEqual(
             ['alias vGPU: 0 free nvidia-35 slots matching vendor_id=10de on '
              'NUMA node 1, policy required, 1 requested; '
-             '3 free on NUMA node 0'],
+             '3 free on NUMA node 0; '
+             'free per parent: 0000:00:00.1 on NUMA node 0: 3'],
             stats.explain([vgpu], cells(1)))
 
     def test_in_use_devices_are_counted(self):
@@ -430,7 +434,8 @@ class TestExplain(testtools.TestCase):
                     product_id='1eb8', dev_type=T.MDEV_PF)
         self.assertEqual(
             ['alias gpu-whole: 0 free mdev-pf devices matching '
-             'vendor_id=10de, product_id=1eb8 (2 exist but are in use), '
+             'vendor_id=10de, product_id=1eb8 on any NUMA node (the '
+             'instance has no NUMA topology) (2 exist but are in use), '
              '1 requested'], stats.explain([whole]))
 
     def test_consumed_devices_and_dependants_count_as_in_use(self):
@@ -441,10 +446,10 @@ class TestExplain(testtools.TestCase):
         lines = stats.explain([req(alias='s', mdev_type='nvidia-35'),
                                req(alias='p', dev_type=T.MDEV_PF)])
         self.assertEqual(
-            ['alias s: 0 free nvidia-35 slots (1 exist but are in use), '
-             '1 requested',
-             'alias p: 0 free mdev-pf devices (1 exist but are in use), '
-             '1 requested'], lines)
+            ['alias s: 0 free nvidia-35 slots%s (1 exist but are in use), '
+             '1 requested' % ANYWHERE,
+             'alias p: 0 free mdev-pf devices%s (1 exist but are in use), '
+             '1 requested' % ANYWHERE], lines)
 
     def test_each_failing_request_gets_a_line_and_earlier_takes_count(self):
         w = World()
@@ -456,9 +461,10 @@ class TestExplain(testtools.TestCase):
             count=1, spec=[{'mdev_type': 'nvidia-99'}],
             requester_id='port-1')
         self.assertEqual(
-            ['alias two: 0 free nvidia-35 slots, 1 requested; 1 taken by '
-             'earlier requests of this call',
-             'requester port-1: 0 free nvidia-99 slots, 1 requested'],
+            ['alias two: 0 free nvidia-35 slots%s, 1 requested; 1 taken by '
+             'earlier requests of this call' % ANYWHERE,
+             'requester port-1: 0 free nvidia-99 slots%s, 1 requested'
+             % ANYWHERE],
             stats.explain([first, second, nameless]))
 
     def test_parent_pools_are_mentioned_when_dev_type_is_missing(self):
