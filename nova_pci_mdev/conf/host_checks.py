@@ -8,7 +8,9 @@ returns problems, one per mistake, naming group, option, value and rule:
   have (warning: the group may be meant for other hosts);
 * ... naming a device that has no mdev types, e.g. a VF whitelisted for
   whole passthrough (error: it can never expose the type);
-* ... naming an mdev parent that does not support the type (error);
+* ... naming an mdev parent that does not support the type (error; a GPU
+  with NVIDIA vGPU VFs is left to :mod:`~nova_pci_mdev.virt.libvirt.
+  nvidia_check`: what its VFs can take changes as they are used);
 * ``[devices] enabled_mdev_types`` listing a type that no device of the
   host offers (warning: nothing will expose it here);
 * a ``[pci] device_spec`` that matches no device (warning).
@@ -36,7 +38,12 @@ def _address_problem(settings, group, address, record, mdev_type, node):
     if record is None:
         return problem(exception.ConfigWarning,
                        'no such device on host %s' % node)
-    if record['dev_type'] != DevType.MDEV_PF:
+    extra = record.get('extra_info') or {}
+    if extra.get('vgpu_framework'):
+        # NVIDIA vGPU VFs: what they can take changes with their siblings'
+        # use; nvidia_check explains it.
+        return None
+    if 'supported_mdev_types' not in extra:
         whole = (' and whitelisted for whole passthrough'
                  if settings.whitelist.match(record) is not None else '')
         return problem(exception.ConfigError,
@@ -65,8 +72,7 @@ def problems(settings, records, nodename):
     by_address = {r['address']: r for r in records}
     offered = set()
     for record in records:
-        if record['dev_type'] == DevType.MDEV_PF:
-            offered.update(_supported(record))
+        offered.update(_supported(record))
     out = []
     for mdev_type, options in settings.mdev_types.items():
         group = devices.group_name(mdev_type)
