@@ -9,6 +9,7 @@ failed check, so that CI never reads an empty run as green).
 
 import argparse
 import datetime
+import fcntl
 import json
 import os
 import shutil
@@ -23,6 +24,8 @@ from nova_pci_mdev.tests.realhost import vm
 #: The scenario's boots, in order (see guest.py): the second boot is the
 #: VM reboot the persistent mdevs must survive.
 PHASES = ('scenario', 'reboot')
+#: ``--short`` (CI): one boot, devices to release, no exhaustion, no reboot.
+SHORT_PHASES = ('short',)
 KEEP_RUNS = 5
 
 
@@ -37,6 +40,9 @@ def parse_args(argv):
     parser.add_argument('--phase-timeout', type=int, default=2700,
                         help='seconds one boot may take (default '
                         '%(default)s)')
+    parser.add_argument('--short', action='store_true',
+                        help='one boot: devices, check-config, claim, a '
+                        'domain, in-use removals, release (what CI runs)')
     parser.add_argument('--build-only', action='store_true',
                         help='build or refresh the image, boot nothing')
     parser.add_argument('--exec', dest='exec_script', metavar='SCRIPT',
@@ -91,11 +97,35 @@ def _exec(log, img, run_dir, accel, script, timeout):
     return 0
 
 
+def _lock(cache):
+    """Hold ``<cache>/lock`` for the whole run (two runs would build into
+    the same directories); None when another run holds it."""
+    os.makedirs(cache, exist_ok=True)
+    handle = open(os.path.join(cache, 'lock'), 'a+')
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or 'unknown'
+        handle.close()
+        return None, holder
+    handle.truncate(0)
+    handle.write('pid %d\n' % os.getpid())
+    handle.flush()
+    return handle, None
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if os.geteuid() != 0:
         print('tools/realhost: needs root (apt-get, debootstrap, chroot)',
               file=sys.stderr)
+        print(report.summary_line(0, 1))
+        return 3
+    lock, holder = _lock(args.cache)
+    if lock is None:
+        print('tools/realhost: another run (%s) holds %s; wait for it to end'
+              % (holder, os.path.join(args.cache, 'lock')), file=sys.stderr)
         print(report.summary_line(0, 1))
         return 3
     started = time.monotonic()
@@ -108,7 +138,7 @@ def main(argv=None):
         img = image.build(log, _repo(), args.cache)
         facts['build_s'] = round(time.monotonic() - started)
         facts['rebuilt'] = img.rebuilt
-        facts['kernel'] = '%s (%s)' % (img.release, img.version)
+        facts['kernel_package'] = '%s (%s)' % (img.release, img.version)
         log.note('image ready after %d s (rebuilt: %s)' % (
             facts['build_s'], ', '.join(img.rebuilt) or 'nothing'))
         if args.build_only:
@@ -120,8 +150,9 @@ def main(argv=None):
         if args.exec_script:
             return _exec(log, img, run_dir, accel, args.exec_script,
                          args.phase_timeout)
+        phases = SHORT_PHASES if args.short else PHASES
         results, overlay, timings = _boot_phases(
-            log, img, run_dir, accel, PHASES, args.phase_timeout)
+            log, img, run_dir, accel, phases, args.phase_timeout)
         facts['boots_s'] = {k: round(v) for k, v in timings.items()}
         if not args.keep:
             os.unlink(overlay)
@@ -131,12 +162,12 @@ def main(argv=None):
         print(report.summary_line(0, 1))
         return 3
     facts['total_s'] = round(time.monotonic() - started)
-    checks = report.load_checks(results, PHASES)
+    checks = report.load_checks(results, phases)
+    facts.update(report.load_facts(results, phases))
     with open(os.path.join(run_dir, 'report.json'), 'w') as handle:
         json.dump({'facts': facts, 'checks': checks}, handle, indent=1)
     if args.report:
-        with open(args.report, 'w', encoding='utf-8') as handle:
-            handle.write(report.markdown(facts, checks))
+        report.write_report(args.report, facts, checks)
     sys.stdout.write(report.table(checks))
     passed, failed = report.counts(checks)
     print('total %d s (build %d s, boots %s)' % (

@@ -203,6 +203,26 @@ class TestReport(testtools.TestCase):
         self.assertIn('more characters', text)
         self.assertEqual(0, text.count('```') % 2)
 
+    def test_write_report_keeps_the_hand_written_head(self):
+        path = os.path.join(self.dir, 'REALHOST.md')
+        checks = [{'id': 'x', 'phase': 'a', 'title': 'X', 'ok': False,
+                   'detail': 'no', 'observed': []}]
+        report.write_report(path, {}, checks)
+        with open(path) as handle:
+            first = handle.read()
+        self.assertTrue(first.startswith(report.TITLE))
+        self.assertIn('**0 passed, 1 failed**', first)
+        with open(path, 'w') as handle:
+            handle.write(first.replace(report.TITLE, '# Mine\n\nfindings\n'))
+        checks[0]['ok'] = True
+        report.write_report(path, {}, checks)
+        with open(path) as handle:
+            second = handle.read()
+        self.assertTrue(second.startswith('# Mine\n\nfindings\n\n'))
+        self.assertEqual(1, second.count(report.MARKER))
+        self.assertIn('**1 passed, 0 failed**', second)
+        self.assertNotIn('0 passed, 1 failed', second)
+
 
 class TestRecorder(testtools.TestCase):
 
