@@ -144,7 +144,8 @@ def main(argv=None):
         if args.build_only:
             print(report.summary_line(0, 0))
             return 0
-        accel, why = vm.choose_accel(log, args.accel, img.kernel, run_dir)
+        accel, why = vm.choose_accel(log, args.accel, img.kernel, run_dir,
+                                     args.cache)
         facts['accel'] = '%s (%s)' % (accel, why)
         log.note('accelerator: %s' % facts['accel'])
         if args.exec_script:

@@ -13,8 +13,10 @@ KVM is used only when a probe boot with it works: on this machine kind
 TCG is the norm.
 """
 
+import json
 import os
 import shlex
+import shutil
 import subprocess
 import time
 
@@ -64,11 +66,43 @@ def probe_kvm(log, kernel, workdir, timeout=30):
                                                       reason)
 
 
-def choose_accel(log, wanted, kernel, workdir):
+def _probe_key(kernel):
+    """What a KVM probe's answer depends on: the host kernel, QEMU, the
+    guest kernel."""
+    qemu = shutil.which(QEMU) or QEMU
+    parts = [os.uname().release]
+    for path in (qemu, kernel, '/dev/kvm'):
+        try:
+            st = os.stat(path)
+            parts.append('%s:%d:%d' % (path, st.st_size, st.st_mtime_ns))
+        except OSError:
+            parts.append(path + ':missing')
+    return steps.digest(*parts)
+
+
+def cached_probe(log, kernel, workdir, cache):
+    """:func:`probe_kvm`, its answer kept in ``<cache>/kvm-probe.json``
+    until the host kernel, QEMU or the guest kernel change."""
+    path = os.path.join(cache, 'kvm-probe.json')
+    key = _probe_key(kernel)
+    try:
+        with open(path) as handle:
+            saved = json.load(handle)
+        if saved.get('key') == key:
+            return saved['ok'], saved['reason'] + ' (cached probe)'
+    except (OSError, ValueError, KeyError):
+        pass
+    ok, reason = probe_kvm(log, kernel, workdir)
+    with open(path, 'w') as handle:
+        json.dump({'key': key, 'ok': ok, 'reason': reason}, handle)
+    return ok, reason
+
+
+def choose_accel(log, wanted, kernel, workdir, cache):
     """``(accel, reason)`` for ``wanted`` in auto/kvm/tcg."""
     if wanted == 'tcg':
         return TCG, 'asked for'
-    ok, reason = probe_kvm(log, kernel, workdir)
+    ok, reason = cached_probe(log, kernel, workdir, cache)
     if ok:
         return 'kvm', reason
     if wanted == 'kvm':

@@ -18,6 +18,7 @@ from nova_pci_mdev.tests.realhost import image
 from nova_pci_mdev.tests.realhost import record
 from nova_pci_mdev.tests.realhost import report
 from nova_pci_mdev.tests.realhost import scenario
+from nova_pci_mdev.tests.realhost import vm
 
 DEPENDS = '''linux-image-amd64
   Depends: linux-image-6.1.0-57-amd64
@@ -262,6 +263,23 @@ class TestRecorder(testtools.TestCase):
         with self.rec.check('missing', 'no such program') as check:
             self.assertIn('cannot run', check.run(['/nonexistent/x']).rc)
         self.assertEqual([True, True], [c['ok'] for c in self._saved()])
+
+
+class TestKvmProbeCache(testtools.TestCase):
+
+    def test_a_cached_answer_is_used_until_the_guest_kernel_changes(self):
+        cache = self.useFixture(fixtures.TempDir()).path
+        kernel = os.path.join(cache, 'vmlinuz')
+        _write(kernel, 'kernel one')
+        key = vm._probe_key(kernel)
+        _write(os.path.join(cache, 'kvm-probe.json'),
+               {'key': key, 'ok': False, 'reason': 'nested KVM hangs'})
+        self.assertEqual((False, 'nested KVM hangs (cached probe)'),
+                         vm.cached_probe(None, kernel, cache, cache))
+        _write(kernel, 'kernel two, longer')
+        self.assertNotEqual(key, vm._probe_key(kernel))
+        self.assertEqual(vm.TCG, vm.choose_accel(None, 'tcg', kernel, cache,
+                                                 cache)[0])
 
 
 class TestScenarioPieces(testtools.TestCase):
