@@ -52,8 +52,9 @@ def probe_kvm(log, kernel, workdir, timeout=30):
     try:
         proc = steps.run(log, 'probe KVM', argv, timeout=timeout,
                          check=False)
-    except steps.StepFailed as exc:
-        return False, 'probe did not finish: %s' % exc.reason.splitlines()[0]
+    except steps.StepFailed:
+        return False, ('a KVM probe boot did not finish in %d s (nested '
+                       'KVM hangs or fails here)' % timeout)
     try:
         with open(serial, errors='replace') as handle:
             text = handle.read()
@@ -71,7 +72,12 @@ def _probe_key(kernel):
     guest kernel."""
     qemu = shutil.which(QEMU) or QEMU
     parts = [os.uname().release]
-    for path in (qemu, kernel, '/dev/kvm'):
+    try:
+        with open(kernel, 'rb') as handle:     # copied anew with each image
+            parts.append(steps.digest(handle.read()))
+    except OSError:
+        parts.append(kernel + ':missing')
+    for path in (qemu, '/dev/kvm'):
         try:
             st = os.stat(path)
             parts.append('%s:%d:%d' % (path, st.st_size, st.st_mtime_ns))
