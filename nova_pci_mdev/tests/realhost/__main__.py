@@ -42,7 +42,7 @@ def parse_args(argv):
                         '%(default)s)')
     parser.add_argument('--short', action='store_true',
                         help='one boot: devices, check-config, claim, a '
-                        'domain, in-use removals, release (what CI runs)')
+                        'domain, in-use removals, release (for CI)')
     parser.add_argument('--build-only', action='store_true',
                         help='build or refresh the image, boot nothing')
     parser.add_argument('--exec', dest='exec_script', metavar='SCRIPT',
@@ -115,54 +115,41 @@ def _lock(cache):
     return handle, None
 
 
-def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    if os.geteuid() != 0:
-        print('tools/realhost: needs root (apt-get, debootstrap, chroot)',
-              file=sys.stderr)
-        print(report.summary_line(0, 1))
-        return 3
-    lock, holder = _lock(args.cache)
-    if lock is None:
-        print('tools/realhost: another run (%s) holds %s; wait for it to end'
-              % (holder, os.path.join(args.cache, 'lock')), file=sys.stderr)
-        print(report.summary_line(0, 1))
-        return 3
-    started = time.monotonic()
-    run_dir = _new_run_dir(args.cache)
-    log = steps.Log(os.path.join(run_dir, 'realhost.log'))
-    log.note('run directory %s' % run_dir)
-    facts = {'started': datetime.datetime.now(
-        datetime.timezone.utc).isoformat(timespec='seconds')}
-    try:
-        img = image.build(log, _repo(), args.cache)
-        facts['build_s'] = round(time.monotonic() - started)
-        facts['rebuilt'] = img.rebuilt
-        facts['kernel_package'] = '%s (%s)' % (img.release, img.version)
-        log.note('image ready after %d s (rebuilt: %s)' % (
-            facts['build_s'], ', '.join(img.rebuilt) or 'nothing'))
-        if args.build_only:
-            print(report.summary_line(0, 0))
-            return 0
-        accel, why = vm.choose_accel(log, args.accel, img.kernel, run_dir,
-                                     args.cache)
-        facts['accel'] = '%s (%s)' % (accel, why)
-        log.note('accelerator: %s' % facts['accel'])
-        if args.exec_script:
-            return _exec(log, img, run_dir, accel, args.exec_script,
-                         args.phase_timeout)
-        phases = SHORT_PHASES if args.short else PHASES
-        results, overlay, timings = _boot_phases(
-            log, img, run_dir, accel, phases, args.phase_timeout)
-        facts['boots_s'] = {k: round(v) for k, v in timings.items()}
-        if not args.keep:
-            os.unlink(overlay)
-    except steps.StepFailed as exc:
-        print('tools/realhost: %s' % exc, file=sys.stderr)
-        print('tools/realhost: log in %s' % log.path, file=sys.stderr)
-        print(report.summary_line(0, 1))
-        return 3
-    facts['total_s'] = round(time.monotonic() - started)
+def _refuse(reason):
+    print('tools/realhost: %s' % reason, file=sys.stderr)
+    print(report.summary_line(0, 1))
+    return 3
+
+
+def _build_and_boot(args, log, run_dir, facts, started):
+    """Build, choose the accelerator, boot; return the results directory
+    and phases, or an exit code when there is nothing to report."""
+    img = image.build(log, _repo(), args.cache)
+    facts['build_s'] = round(time.monotonic() - started)
+    facts['rebuilt'] = img.rebuilt
+    facts['kernel_package'] = '%s (%s)' % (img.release, img.version)
+    log.note('image ready after %d s (rebuilt: %s)' % (
+        facts['build_s'], ', '.join(img.rebuilt) or 'nothing'))
+    if args.build_only:
+        print(report.summary_line(0, 0))
+        return 0
+    accel, why = vm.choose_accel(log, args.accel, img.kernel, run_dir,
+                                 args.cache)
+    facts['accel'] = '%s (%s)' % (accel, why)
+    log.note('accelerator: %s' % facts['accel'])
+    if args.exec_script:
+        return _exec(log, img, run_dir, accel, args.exec_script,
+                     args.phase_timeout)
+    phases = SHORT_PHASES if args.short else PHASES
+    results, overlay, timings = _boot_phases(
+        log, img, run_dir, accel, phases, args.phase_timeout)
+    facts['boots_s'] = {k: round(v) for k, v in timings.items()}
+    if not args.keep:
+        os.unlink(overlay)
+    return results, phases
+
+
+def _finish(args, run_dir, facts, results, phases):
     checks = report.load_checks(results, phases)
     facts.update(report.load_facts(results, phases))
     with open(os.path.join(run_dir, 'report.json'), 'w') as handle:
@@ -176,6 +163,30 @@ def main(argv=None):
             '%s %d s' % kv for kv in facts['boots_s'].items())))
     print(report.summary_line(passed, failed))
     return 0 if failed == 0 and passed else 1
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if os.geteuid() != 0:
+        return _refuse('needs root (apt-get, debootstrap, chroot)')
+    lock, holder = _lock(args.cache)
+    if lock is None:
+        return _refuse('another run (%s) holds %s; wait for it to end'
+                       % (holder, os.path.join(args.cache, 'lock')))
+    started = time.monotonic()
+    run_dir = _new_run_dir(args.cache)
+    log = steps.Log(os.path.join(run_dir, 'realhost.log'))
+    log.note('run directory %s' % run_dir)
+    facts = {'started': datetime.datetime.now(
+        datetime.timezone.utc).isoformat(timespec='seconds')}
+    try:
+        outcome = _build_and_boot(args, log, run_dir, facts, started)
+    except steps.StepFailed as exc:
+        return _refuse('%s\n(log in %s)' % (exc, log.path))
+    if isinstance(outcome, int):
+        return outcome
+    facts['total_s'] = round(time.monotonic() - started)
+    return _finish(args, run_dir, facts, *outcome)
 
 
 if __name__ == '__main__':

@@ -6,7 +6,7 @@ nova_pci_mdev.tests.realhost.guest --phase NAME --out /results``. Phases:
 * ``scenario`` (first boot): :mod:`.scenario` drives the CLI on
   ``qemu:///system`` through devices, check-config, claim, a real domain,
   release and exhaustion, and leaves one instance holding two mdevs;
-* ``short`` (what CI runs, one boot): ``scenario`` up to ``release``;
+* ``short`` (for CI, one boot): ``scenario`` up to ``release``;
 * ``reboot`` (second boot of the same disk): :mod:`.scenario` checks that
   instance's mdevs came back, then :mod:`.failures` drives the sysfs and
   libvirt backends through the kernel's and libvirt's refusals.
