@@ -21,19 +21,13 @@ from nova_pci_mdev import data
 from nova_pci_mdev import exception
 from nova_pci_mdev import state_dir as state_dir_mod
 
-# The modules below import oslo.versionedobjects, which pulls in
-# oslo.messaging and eventlet (about a second): they are imported once a
-# command runs, so that --help and argument errors answer at once.
-conf_mod = flavor_mod = objects = render = store_mod = None
+# Commands import the modules that pull in oslo.versionedobjects (and with
+# it oslo.messaging and eventlet, about a second) in their own bodies, so
+# that --help and argument errors answer at once.
 
 
-def _import_runtime():
-    global conf_mod, flavor_mod, objects, render, store_mod
-    from nova_pci_mdev import conf as conf_mod
-    from nova_pci_mdev import flavor as flavor_mod
+def _register_objects():
     from nova_pci_mdev import objects
-    from nova_pci_mdev import render
-    from nova_pci_mdev import store as store_mod
     objects.register_all()
 
 
@@ -52,6 +46,7 @@ def _host_file(uri):
 
 
 def build_compute_host(args, settings):
+    from nova_pci_mdev import store as store_mod
     from nova_pci_mdev import compute as compute_mod
     from nova_pci_mdev.virt.libvirt import emulated
     from nova_pci_mdev.virt.libvirt import host as host_mod
@@ -105,6 +100,7 @@ def build_compute_host(args, settings):
 
 
 def load_settings(args):
+    from nova_pci_mdev import conf as conf_mod
     cfg = conf_mod.new_config(args.config_file)
     return conf_mod.load_settings(cfg)
 
@@ -128,6 +124,8 @@ def _host_problems(args, settings):
 
 
 def cmd_check_config(args, out):
+    from nova_pci_mdev import conf as conf_mod
+    from nova_pci_mdev import render
     cfg = conf_mod.new_config(args.config_file)
     problems = list(conf_mod.validate(cfg))
     errors = [p for p in problems if getattr(p, 'severity', 'error')
@@ -155,6 +153,7 @@ def cmd_check_config(args, out):
 
 
 def cmd_devices(args, out):
+    from nova_pci_mdev import render
     settings = load_settings(args)
     compute = build_compute_host(args, settings)
     snap = compute.snapshot()
@@ -178,6 +177,7 @@ def cmd_devices(args, out):
 
 
 def cmd_pools(args, out):
+    from nova_pci_mdev import render
     compute = build_compute_host(args, load_settings(args))
     pools = compute.snapshot().pools
     if args.format == 'json':
@@ -188,6 +188,7 @@ def cmd_pools(args, out):
 
 
 def cmd_inventory(args, out):
+    from nova_pci_mdev import render
     compute = build_compute_host(args, load_settings(args))
     snap = compute.snapshot()
     if args.format == 'json':
@@ -220,6 +221,8 @@ def _extra_specs(pairs):
 
 
 def cmd_claim(args, out):
+    from nova_pci_mdev import flavor as flavor_mod
+    from nova_pci_mdev import render
     settings = load_settings(args)
     specs = _extra_specs(args.extra_spec)
     flavor = flavor_mod.parse(specs, settings.aliases)
@@ -266,6 +269,7 @@ def cmd_claim(args, out):
 
 
 def cmd_release(args, out):
+    from nova_pci_mdev import render
     compute = build_compute_host(args, load_settings(args))
     freed = compute.release(args.instance)
     if args.format == 'json':
@@ -360,7 +364,7 @@ def main(argv=None, out=None, err=None):
     args.state_dir = os.path.abspath(
         getattr(args, 'state_dir', None) or default_state_dir(args.connection))
     args.format = getattr(args, 'format', None) or 'table'
-    _import_runtime()
+    _register_objects()
     try:
         return args.func(args, out)
     except exception.ConfigErrors as exc:

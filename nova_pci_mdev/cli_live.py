@@ -50,11 +50,12 @@ def _load_source(path):
 
 
 def cmd_live_move_source(args, out):
+    from nova_pci_mdev import render
     cli = _cli()
     compute = cli.build_compute_host(args, cli.load_settings(args))
     source = compute.live_move_source(args.instance)
     if args.format == 'json':
-        out.write(cli.render.to_json(source.to_dict()) + '\n')
+        out.write(render.to_json(source.to_dict()) + '\n')
         return cli.EXIT_OK
     out.write('instance %s on host %s (%s) holds %d device(s), all of '
               'them live-migratable\n' % (
@@ -62,17 +63,19 @@ def cmd_live_move_source(args, out):
                   len(source.devices)))
     rows = [(d.address, d.dev_type, d.mdev_type, d.alias,
              d.live_migratable) for d in source.devices]
-    out.write(cli.render.table(('address', 'dev_type', 'mdev_type', 'alias',
-                                'live_migratable'), rows) + '\n')
+    out.write(render.table(('address', 'dev_type', 'mdev_type', 'alias',
+                            'live_migratable'), rows) + '\n')
     return cli.EXIT_OK
 
 
 def cmd_live_move_check(args, out):
+    from nova_pci_mdev import flavor as flavor_mod
+    from nova_pci_mdev import render
     cli = _cli()
     settings = cli.load_settings(args)
     source = _load_source(args.source)
-    flavor = cli.flavor_mod.parse(cli._extra_specs(args.extra_spec),
-                                  settings.aliases)
+    flavor = flavor_mod.parse(cli._extra_specs(args.extra_spec),
+                              settings.aliases)
     xml = _read('--domain-xml', args.domain_xml) if args.domain_xml else None
     compute = cli.build_compute_host(args, settings)
     moved = compute.claim_live_move(str(uuid_lib.uuid4()), source, flavor,
@@ -81,12 +84,12 @@ def cmd_live_move_check(args, out):
     dest_xml = moved.destination_xml(xml) if xml is not None else None
     devices = {d.address: d for d in moved.devices}
     if args.format == 'json':
-        out.write(cli.render.to_json({
+        out.write(render.to_json({
             'instance_uuid': source.instance_uuid,
             'source_host': source.host, 'destination_host': compute.nodename,
             'numa_cells': moved.claim.numa_cells,
             'mapping': moved.mapping,
-            'devices': [cli.render.device_dict(d) for d in moved.devices],
+            'devices': [render.device_dict(d) for d in moved.devices],
             'domain_xml': dest_xml}) + '\n')
         return cli.EXIT_OK
     out.write('instance %s can move from host %s to host %s%s\n' % (
@@ -95,8 +98,8 @@ def cmd_live_move_check(args, out):
         ' on NUMA cell(s) %s' % ','.join(map(str, moved.claim.numa_cells))))
     rows = [(src, dst, devices[dst].dev_type, devices[dst].mdev_type,
              devices[dst].numa_node) for src, dst in moved.mapping.items()]
-    out.write(cli.render.table(('source', 'destination', 'dev_type',
-                                'mdev_type', 'numa_node'), rows) + '\n')
+    out.write(render.table(('source', 'destination', 'dev_type',
+                            'mdev_type', 'numa_node'), rows) + '\n')
     if dest_xml is not None:
         out.write('destination guest XML:\n%s\n' % dest_xml)
     return cli.EXIT_OK

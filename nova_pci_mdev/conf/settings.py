@@ -10,16 +10,20 @@ import dataclasses
 
 from nova_pci_mdev import exception
 from nova_pci_mdev import names
-from nova_pci_mdev.pci import request
-from nova_pci_mdev.pci import whitelist as whitelist_mod
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Settings:
-    whitelist: whitelist_mod.Whitelist = dataclasses.field(
-        default_factory=whitelist_mod.Whitelist)
-    aliases: request.AliasTable = dataclasses.field(
-        default_factory=request.AliasTable)
+    """The validated configuration (see the module docstring).
+
+    ``whitelist`` (a ``pci.whitelist.Whitelist``) and ``aliases`` (a
+    ``pci.request.AliasTable``) are built by :mod:`.validation`, which
+    parses the options; this module only holds them (None in a Settings
+    made by hand for the mdev type options alone).
+    """
+
+    whitelist: object = None
+    aliases: object = None
     enabled_mdev_types: tuple = ()
     #: ``{type: conf.mdev.MdevTypeOptions}`` in enabled order.
     mdev_types: dict = dataclasses.field(default_factory=dict)

@@ -45,7 +45,7 @@ def cli_args(state_dir):
 
 def cli_compute(state_dir):
     """A ComputeHost wired exactly as the CLI wires the bundled host."""
-    cli._import_runtime()
+    cli._register_objects()
     args = cli_args(state_dir)
     return cli.build_compute_host(args, cli.load_settings(args))
 
