@@ -2,8 +2,10 @@
 
 Pure logic: no I/O, no configuration lookups; the caller passes the
 tracker's devices and the set of instances that hold slots through the
-Placement path. ``nova_pci_mdev.placement_client`` pushes the result to a
-Placement service.
+Placement path. In a deployment Nova's report client pushes the result to
+Placement (the driver's ``update_provider_tree``, see ``patches/``); the
+tests push it to a real Placement with
+``nova_pci_mdev.tests.fixtures.placement_client``.
 
 Shape of the tree (DESIGN section 4, Placement path)::
 

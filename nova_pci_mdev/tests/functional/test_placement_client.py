@@ -14,11 +14,12 @@ import uuid as uuid_lib
 import requests
 import testtools
 
+from nova_pci_mdev import conf
 from nova_pci_mdev import exception
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import pci_device
 from nova_pci_mdev.pci import placement
-from nova_pci_mdev import placement_client
+from nova_pci_mdev.tests.fixtures import placement_client
 from nova_pci_mdev.tests.fixtures import placement as placement_fixture
 
 ROOT = '3d5e7f90-1a2b-4c3d-8e4f-5a6b7c8d9e0f'
@@ -54,12 +55,15 @@ def make_tree(gpu=(4, 0), mlx=(3, 0), root_inventories=None):
     return placement.ProviderTree(root=root, children=tuple(children))
 
 
-def tracker_devices():
-    """PciDevice objects of the drawn host, as the tracker holds them."""
+DRAWN = (('0000:84:00.0', 'nvidia-222', 'VGPU', 4),
+         ('0000:85:00.2', 'mlx5_core-local', 'CUSTOM_MLX5', 3))
+
+
+def tracker_devices(parents=DRAWN):
+    """PciDevice objects of ``parents`` ((address, mdev_type, resource
+    class, slots)), as the tracker holds them; the drawn host by default."""
     devices = []
-    for addr, mdev_type, rc, count in (
-            ('0000:84:00.0', 'nvidia-222', 'VGPU', 4),
-            ('0000:85:00.2', 'mlx5_core-local', 'CUSTOM_MLX5', 3)):
+    for addr, mdev_type, rc, count in parents:
         devices.append(pci_device.PciDevice.create({
             'address': addr, 'vendor_id': '10de', 'product_id': '1eb8',
             'dev_type': fields.PciDeviceType.MDEV_PF, 'numa_node': 0,
@@ -86,8 +90,9 @@ class GenerationBumpingSession(requests.Session):
     Placement then answers a real 409 generation conflict.
     """
 
-    def __init__(self, other, bumps):
+    def __init__(self, placement, other, bumps):
         super().__init__()
+        self.placement = placement
         self.other = other
         self.bumps = bumps
         self.bumped = 0
@@ -96,14 +101,21 @@ class GenerationBumpingSession(requests.Session):
         if (method == 'PUT' and url.endswith('/inventories')
                 and self.bumped < self.bumps):
             uuid = url.rsplit('/', 2)[-2]
-            self.other._request('PUT', '/traits/CUSTOM_BUMP', ok=(201, 204))
+            self.placement.write('PUT', '/traits/CUSTOM_BUMP')
             generation, traits = self.other.traits(uuid)
-            self.other._request(
+            self.placement.write(
                 'PUT', '/resource_providers/%s/traits' % uuid,
-                json={'resource_provider_generation': generation,
-                      'traits': sorted(traits ^ {'CUSTOM_BUMP'})})
+                {'resource_provider_generation': generation,
+                 'traits': sorted(traits ^ {'CUSTOM_BUMP'})})
             self.bumped += 1
         return super().request(method, url, *args, **kwargs)
+
+
+class RefusingSession(requests.Session):
+    """A session whose every request fails to connect (no socket opened)."""
+
+    def request(self, method, url, *args, **kwargs):
+        raise requests.ConnectionError('connection refused: %s' % url)
 
 
 class CountingSession(requests.Session):
@@ -187,9 +199,12 @@ class SyncTreeTest(PlacementTestCase):
 
     def test_change_by_someone_else_is_repaired(self):
         self.client.sync_tree(make_tree())
-        other = self.placement.new_client()
-        generation, _ = other.inventories(GPU)
-        other._put_inventories(GPU, generation, {'VGPU': {'total': 9}})
+        generation, _ = self.client.inventories(GPU)
+        self.placement.write('PUT', '/resource_providers/%s/inventories'
+                             % GPU, {'resource_provider_generation':
+                                     generation,
+                                     'inventories': {'VGPU': {'total': 9}}})
+        self.assertEqual(9, self.inventory(GPU, 'VGPU')['total'])
         report = self.client.sync_tree(make_tree())
         self.assertEqual([GPU_NAME], report.updated)
         self.assertEqual(4, self.inventory(GPU, 'VGPU')['total'])
@@ -209,8 +224,11 @@ class SyncTreeTest(PlacementTestCase):
     def test_root_inventory_and_traits_are_merged(self):
         self.client.sync_tree(make_tree(root_inventories={'VCPU': 8}))
         generation, _ = self.client.inventories(ROOT)
-        self.client._put_inventories(ROOT, generation, {
-            'VCPU': {'total': 8}, 'MEMORY_MB': {'total': 1024}})
+        self.placement.write(
+            'PUT', '/resource_providers/%s/inventories' % ROOT,
+            {'resource_provider_generation': generation,
+             'inventories': {'VCPU': {'total': 8},
+                             'MEMORY_MB': {'total': 1024}}})
         self.client.sync_tree(make_tree(root_inventories={'VCPU': 16}))
         inventories = self.client.inventories(ROOT)[1]
         self.assertEqual(16, inventories['VCPU']['total'])
@@ -258,7 +276,7 @@ class SyncTreeTest(PlacementTestCase):
     def test_foreign_children_of_the_root_are_left_alone(self):
         self.client.sync_tree(make_tree())
         foreign = str(uuid_lib.uuid4())
-        self.client._request('POST', '/resource_providers', json={
+        self.placement.write('POST', '/resource_providers', {
             'name': 'host1:NIC Switch agent', 'uuid': foreign,
             'parent_provider_uuid': ROOT})
         report = self.client.sync_tree(make_tree())
@@ -283,7 +301,7 @@ class SyncTreeTest(PlacementTestCase):
     def test_generation_conflict_is_retried(self):
         self.client.sync_tree(make_tree())
         other = self.placement.new_client()
-        session = GenerationBumpingSession(other, bumps=1)
+        session = GenerationBumpingSession(self.placement, other, bumps=1)
         client = self.placement.new_client(session=session)
         before = self.generations()
         report = client.sync_tree(make_tree(gpu=(4, 1)))
@@ -297,8 +315,8 @@ class SyncTreeTest(PlacementTestCase):
 
     def test_generation_conflicts_give_up_after_max_retries(self):
         self.client.sync_tree(make_tree())
-        session = GenerationBumpingSession(self.placement.new_client(),
-                                           bumps=100)
+        session = GenerationBumpingSession(
+            self.placement, self.placement.new_client(), bumps=100)
         client = self.placement.new_client(session=session, max_retries=2)
         exc = self.assertRaises(exception.PlacementConflict,
                                 client.sync_tree, make_tree(gpu=(4, 1)))
@@ -314,6 +332,34 @@ class SyncTreeTest(PlacementTestCase):
         self.assertEqual({GPU, MLX}, {p['uuid'] for p in
                                       self.client.providers(ROOT)} - {ROOT})
         self.assertFalse(self.client.sync_tree(tree).changed)
+
+
+class SameNameTest(PlacementTestCase):
+    """A resource class and a trait of the same name (issue 16).
+
+    ``[mdev_nvidia-35] mdev_class = MDEV_TYPE_NVIDIA_35`` is legal: its
+    resource class is CUSTOM_MDEV_TYPE_NVIDIA_35, which is also the trait
+    naming type nvidia-35. Both must exist in Placement.
+    """
+
+    def test_sync_creates_both_and_placement_schedules_on_them(self):
+        rc = conf.resource_class_for('MDEV_TYPE_NVIDIA_35')
+        trait = placement.resource_class_trait_name('nvidia-35')
+        self.assertEqual('CUSTOM_MDEV_TYPE_NVIDIA_35', rc)
+        self.assertEqual(rc, trait)
+        tree = placement.build_provider_tree(NODE, ROOT, tracker_devices(
+            [('0000:84:00.0', 'nvidia-35', rc, 2)]))
+        report = self.client.sync_tree(tree)
+        self.assertEqual(sorted([NODE, GPU_NAME]), sorted(report.created))
+        self.assertEqual({trait}, self.client.traits(GPU)[1])
+        self.assertEqual(2, self.inventory(GPU, rc)['total'])
+        answer = self.client.allocation_candidates({rc: 2},
+                                                   required=[trait])
+        self.assertEqual([[GPU]], [sorted(r['allocations']) for r in
+                                   answer['allocation_requests']])
+        # A fresh client (empty caches) agrees that nothing is missing.
+        self.assertFalse(
+            self.placement.new_client().sync_tree(tree).changed)
 
 
 class SchedulingTest(PlacementTestCase):
@@ -441,13 +487,15 @@ class ErrorsTest(PlacementTestCase):
         self.assertIn('CUSTOM_NOPE', exc.detail)
 
     def test_unreachable_endpoint(self):
-        client = placement_client.PlacementClient('http://127.0.0.1:9',
-                                                  timeout=5)
+        client = placement_client.PlacementClient(
+            'http://placement.invalid/placement', session=RefusingSession())
         exc = self.assertRaises(exception.PlacementError, client.usages,
                                 ROOT)
         self.assertIsNone(exc.status)
-        self.assertIn('http://127.0.0.1:9/resource_providers/%s/usages'
-                      % ROOT, str(exc))
+        self.assertEqual('unreachable', exc.kwargs['code'])
+        self.assertIn('http://placement.invalid/placement/resource_providers'
+                      '/%s/usages' % ROOT, str(exc))
+        self.assertIn('connection refused', str(exc))
 
     def test_root_name_taken_by_another_uuid(self):
         self.client.sync_tree(make_tree())
@@ -458,4 +506,9 @@ class ErrorsTest(PlacementTestCase):
         exc = self.assertRaises(exception.PlacementConflict,
                                 self.client.sync_tree, clash)
         self.assertIn(NODE, exc.detail)
-        self.assertTrue(tree.children)
+        # The first host keeps its name; the clashing root was not made.
+        self.assertEqual([ROOT], [p['uuid'] for p in self.client.providers()
+                                  if p['name'] == NODE])
+        self.assertIsNone(self.client.provider(clash.root.uuid))
+        self.assertEqual(len(tree.children) + 1,
+                         len(self.client.providers(in_tree=ROOT)))
