@@ -487,7 +487,9 @@ class MdevGroupFuzzTest(recorder.HardeningTestCase, ConfigFuzzMixin):
                 try:
                     cfg = conf.new_config([path])
                 except exception.ConfigErrors as exc:
-                    self.assertTrue(exc.errors)
+                    # Every problem of an unreadable file names it.
+                    for problem in exc.errors:
+                        self.assertIn(path, str(problem))
                     return
                 for problem in conf.validate(cfg):
                     self.assertIsInstance(problem, exception.ConfigError)

@@ -6,6 +6,7 @@ Property: the reader returns values that keep its module's invariants or
 raises its own project exception naming the file; nothing else escapes.
 """
 
+import html
 import os
 import sqlite3
 
@@ -86,9 +87,16 @@ class DocumentFuzzTest(recorder.HardeningTestCase):
                 try:
                     emulated.EmulatedHost(conn, os.path.join(self.tmp, 's'),
                                           sidecar)
-                except (exception.NodeDeviceXMLInvalid,
-                        exception.InvalidValue) as exc:
-                    self.assertTrue(str(exc))
+                except exception.NodeDeviceXMLInvalid as exc:
+                    # It names a device of the sidecar's list.
+                    device = str(exc.kwargs['device'])
+                    self.assertIn(device, str(exc))
+                    self.assertTrue(
+                        device == '<unnamed node device>' or any(
+                            device in html.unescape(x)
+                            for x in sidecar.extra_node_devices), exc)
+                except exception.InvalidValue as exc:
+                    self.assertIn(repr(exc.kwargs['value']), str(exc))
 
             check()
 

@@ -155,6 +155,18 @@ class TestComputeHost(testtools.TestCase):
                                          == 'true'})
         self.assertTrue(all(r['numa_node'] == 1 for r in d8))
 
+    def test_root_and_provider_uuids_are_pinned(self):
+        # Literal values: the compute node's root provider and its
+        # children keep their UUIDs across restarts, hosts and releases.
+        tree = self.compute.provider_tree()
+        self.assertEqual('c23005ec-8c5a-5e51-9f28-0b8c4ec85e87',
+                         tree.root.uuid)
+        self.assertEqual(tree.root.uuid, self.host.restart().root_uuid)
+        self.assertEqual(
+            '9c91481d-5d4a-5a86-971d-6ace03ab5fb2',
+            {p.name: p.uuid for p in tree.children}[
+                'compute-a_pci_0000_5e_00_0'])
+
     def test_provider_tree_totals(self):
         tree = self.compute.provider_tree()
         got = {p.device_address: {rc: inv.total for rc, inv in

@@ -246,6 +246,19 @@ class BuildProviderTreeTest(testtools.TestCase):
         self.assertEqual({'COMPUTE_STATUS_ENABLED'}, tree.root.traits)
         self.assertNotIn('VGPU', tree.root.inventories)
 
+    def test_provider_uuids_are_pinned(self):
+        # Literal values: a change of the namespace or the name scheme
+        # would orphan every provider already in Placement.
+        for name, uuid in [
+                ('host1_pci_0000_84_00_0',
+                 '1b827433-6961-5fb7-b8c2-246d7a6e4b5c'),
+                ('compute-a_pci_0000_5e_00_0',
+                 '9c91481d-5d4a-5a86-971d-6ace03ab5fb2')]:
+            self.assertEqual(uuid, placement.provider_uuid(name), name)
+        tree = self._tree([_gpu], [])
+        self.assertEqual(['1b827433-6961-5fb7-b8c2-246d7a6e4b5c'],
+                         [c.uuid for c in tree.children])
+
     def test_stable_identity(self):
         first = self._tree([_gpu, _mlx], [])
         again = self._tree([_gpu, _mlx], [])

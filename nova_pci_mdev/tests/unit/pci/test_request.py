@@ -348,37 +348,105 @@ class RequestsFromExtraSpecsTest(testtools.TestCase):
         self.assertEqual(req.request_id, back.requests[0].request_id)
 
 
+_ALIAS_VALUES = (st.none() | st.booleans() | st.integers()
+                 | st.text(max_size=12)
+                 | st.sampled_from(['10de', '8086', '1eb8', 'mdev-vf',
+                                    'type-PF', 'required', 'socket',
+                                    'nvidia-35', 'vGPU', 'pci', 'yes']))
+#: JSON objects shaped like aliases: alias keys, plausible and odd values.
+_ALIAS_OBJECTS = st.dictionaries(
+    st.sampled_from(request.ALIAS_KEYS + ('x',)), _ALIAS_VALUES, max_size=6)
+#: Aliases that are valid by construction.
+_VALID_ALIASES = st.fixed_dictionaries(
+    {'name': st.from_regex(r'\A[A-Za-z][A-Za-z0-9_-]{0,15}\Z')},
+    optional={'vendor_id': st.from_regex(r'\A[0-9a-f]{4}\Z'),
+              'product_id': st.from_regex(r'\A[0-9a-fA-F]{4}\Z'),
+              'mdev_type': st.sampled_from(['nvidia-35', 'mtty-1',
+                                            'i915-GVTg_V5_4']),
+              'numa_policy': st.sampled_from(list(request.Policy.ALL))},
+).filter(lambda e: {'vendor_id', 'product_id', 'mdev_type'} & set(e))
+#: Option values: valid aliases, valid ones with a few keys changed,
+#: alias-shaped objects, lists of them, and cut-off JSON.
+_ALIAS_TEXT = st.one_of(
+    st.builds(json.dumps, _VALID_ALIASES),
+    st.builds(lambda valid, odd: json.dumps(dict(valid, **odd)),
+              _VALID_ALIASES, st.dictionaries(
+                  st.sampled_from(request.ALIAS_KEYS + ('x',)),
+                  _ALIAS_VALUES, max_size=2)),
+    st.builds(json.dumps, _ALIAS_OBJECTS),
+    st.builds(json.dumps, st.lists(_ALIAS_OBJECTS, max_size=2)),
+    st.builds(lambda obj, n: json.dumps(obj)[:n], _ALIAS_OBJECTS,
+              st.integers(0, 60)))
+
+
 class RobustnessTest(testtools.TestCase):
-    """Parsers raise only project exceptions, whatever the input."""
+    """Parsers raise only project exceptions, whatever the input, and what
+    they accept keeps the invariants of the module docstring."""
 
-    @settings(max_examples=150, deadline=None, database=None)
-    @given(st.text(max_size=60))
-    def test_alias_config_text(self, text):
+    def assertTableKeepsInvariants(self, table_):
+        for alias in table_.aliases():
+            self.assertIsInstance(alias.name, str)
+            self.assertTrue(alias.name.strip())
+            self.assertIn(alias.numa_policy, request.Policy.ALL)
+            for spec in alias.specs:
+                self.assertLessEqual(set(spec), {
+                    'vendor_id', 'product_id', 'dev_type', 'mdev_type',
+                    'live_migratable'})
+                self.assertTrue(all(isinstance(v, str)
+                                    for v in spec.values()), spec)
+                self.assertTrue({'vendor_id', 'product_id',
+                                 'mdev_type'} & set(spec), spec)
+
+    @settings(max_examples=200, deadline=None, database=None)
+    @given(_ALIAS_TEXT)
+    def test_alias_option_values(self, text):
         try:
-            request.AliasTable.from_config([text])
+            table_ = request.AliasTable.from_config([text])
         except exception.ConfigErrors as exc:
-            self.assertTrue(exc.errors)
+            for problem in exc.errors:
+                self.assertIsInstance(problem, exception.ConfigError)
+                self.assertEqual(('pci', 'alias'), (
+                    problem.kwargs['group'], problem.kwargs['option']))
+                self.assertIn('entry 1', str(problem))
+            return
+        self.assertTableKeepsInvariants(table_)
 
-    @settings(max_examples=150, deadline=None, database=None)
-    @given(st.dictionaries(
-        st.sampled_from(request.ALIAS_KEYS + ('x',)),
-        st.none() | st.booleans() | st.integers() | st.text(max_size=12)
-        | st.sampled_from(['10de', 'mdev-vf', 'type-PF', 'required',
-                           'nvidia-35', 'vGPU']), max_size=6))
-    def test_alias_config_objects(self, entry):
-        try:
-            request.AliasTable.from_config([json.dumps(entry)])
-        except exception.ConfigErrors as exc:
-            self.assertTrue(exc.errors)
+    @settings(max_examples=100, deadline=None, database=None)
+    @given(_VALID_ALIASES)
+    def test_valid_aliases_are_accepted_as_given(self, entry):
+        alias = table(entry).get(entry['name'])
+        expected = {k: v.lower() for k, v in entry.items()
+                    if k in ('vendor_id', 'product_id')}
+        if 'mdev_type' in entry:
+            expected['mdev_type'] = entry['mdev_type']
+        self.assertEqual((expected,), alias.specs)
+        self.assertEqual(entry.get('numa_policy', 'legacy'),
+                         alias.numa_policy)
 
-    @settings(max_examples=150, deadline=None, database=None)
-    @given(st.text(max_size=40), st.one_of(st.none(), st.text(max_size=10)))
-    def test_extra_spec_text(self, value, policy):
+    @settings(max_examples=200, deadline=None, database=None)
+    @given(st.lists(st.tuples(
+        st.sampled_from(['vGPU', 'other', '', ' vGPU ']),
+        st.sampled_from(['1', '3', '0', '-1', 'x', '', '1234567890'])),
+        min_size=1, max_size=3),
+        st.sampled_from([',', ' , ']),
+        st.one_of(st.none(), st.sampled_from(['required', 'legacy', 'x'])))
+    def test_extra_spec_values(self, items, sep, policy):
+        value = sep.join('%s:%s' % item for item in items)
         specs = {'pci_passthrough:alias': value}
         if policy is not None:
             specs['hw:pci_numa_affinity_policy'] = policy
+        # The oracle: every name defined, every count 1 to 9 digits > 0,
+        # a known policy.
+        ok = (policy in (None, 'required', 'legacy')
+              and all(n.strip() == 'vGPU' and c.isdigit() and len(c) <= 9
+                      and int(c) > 0 for n, c in items))
         try:
             reqs = request.requests_from_extra_specs(specs, table(VGPU))
-        except (exception.InvalidExtraSpec, exception.InvalidAlias):
+        except (exception.InvalidExtraSpec, exception.InvalidAlias) as exc:
+            self.assertFalse(ok, '%r refused: %s' % (value, exc))
             return
-        self.assertTrue(all(r.alias_name == 'vGPU' for r in reqs))
+        self.assertTrue(ok, '%r accepted' % value)
+        self.assertEqual([int(c) for _n, c in items],
+                         [r.count for r in reqs])
+        self.assertEqual([policy or 'legacy'] * len(items),
+                         [r.numa_policy for r in reqs])

@@ -7,7 +7,6 @@ by :class:`World` (no tracker involved). Run the scale check by hand::
 """
 
 import collections
-import time
 import uuid
 
 from hypothesis import given
@@ -20,6 +19,7 @@ from nova_pci_mdev import numa
 from nova_pci_mdev import objects
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.pci import stats as stats_mod
+from nova_pci_mdev.tests.fixtures import opcount
 
 objects.register_all()
 
@@ -657,36 +657,40 @@ class TestPoolProperty(testtools.TestCase):
             self.assertEqual(dict(by_key), counts(stats))
 
 
-# -- scale check, run by hand ------------------------------------------------
+# -- scale ------------------------------------------------------------------
 
-def scale_check(devices=10000, rounds=1000):
-    """Seconds for ``rounds`` consume+re-add cycles over ``devices`` slots."""
+def consume_cycles(devices, rounds):
+    """A callable doing ``rounds`` consume + claim + free + re-add cycles
+    over ``devices`` slots (the world is built outside it)."""
     w = World()
     per_parent = 16
     for i in range(devices // per_parent):
         w.gpu(numa_node=i % 2, slots=per_parent)
     stats = w.stats()
     request = req(1, mdev_type='nvidia-35', policy=P.REQUIRED)
-    start = time.perf_counter()
-    for _ in range(rounds):
-        dev, = stats.consume_requests([request], cells(1))
-        dev.claim(INST)                 # what the tracker does
-        for freed in dev.free(INST):
-            stats.add_device(freed)
-    return time.perf_counter() - start
+
+    def cycles():
+        for _ in range(rounds):
+            dev, = stats.consume_requests([request], cells(1))
+            dev.claim(INST)                 # what the tracker does
+            for freed in dev.free(INST):
+                stats.add_device(freed)
+        return stats
+    return cycles
 
 
-class TestScaleHelper(testtools.TestCase):
+class TestScale(testtools.TestCase):
 
-    def test_scale_helper_runs_small(self):
-        self.assertGreaterEqual(scale_check(devices=64, rounds=20), 0)
+    def test_a_cycle_costs_the_same_on_a_larger_host(self):
+        # Calls per cycle, with 8x the devices: flat (O(pools) per
+        # request, O(1) per device touched).
+        per_cycle = [opcount.calls(consume_cycles(n, 20))[1] / 20
+                     for n in (160, 1280)]
+        self.assertLess(per_cycle[1] / per_cycle[0], 1.2, per_cycle)
 
-
-if __name__ == '__main__':
-    # Linear means: the time per round stays flat when devices or rounds
-    # double (best of three, to shrug off a busy machine).
-    for n, rounds in ((10000, 1000), (20000, 1000), (10000, 2000),
-                      (40000, 4000)):
-        best = min(scale_check(n, rounds) for _ in range(3))
-        print('%6d devices, %5d rounds: %.3f s, %.1f us per round' % (
-            n, rounds, best, best / rounds * 1e6))
+    def test_cycles_keep_the_pools(self):
+        stats = consume_cycles(160, 20)()
+        self.assertEqual({(T.MDEV_PF, 'nvidia-35', 0): 5,
+                          (T.MDEV_PF, 'nvidia-35', 1): 5,
+                          (T.MDEV_VF, 'nvidia-35', 0): 80,
+                          (T.MDEV_VF, 'nvidia-35', 1): 80}, counts(stats))

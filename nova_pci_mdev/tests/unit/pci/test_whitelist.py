@@ -150,28 +150,61 @@ class IndexPropertyTest(testtools.TestCase):
                              w.matching(dev))
 
 
+_SPEC_VALUES = (st.none() | st.booleans() | st.integers()
+                | st.text(max_size=10)
+                | st.sampled_from(['10de', '8086', '*', '0000:84:00.0',
+                                   '*:0a:*.*', 'mtty', 'nvidia-*',
+                                   'nvidia-35', 'eth0', 'yes']))
+#: JSON values shaped like device specs: objects with spec keys (address
+#: regex dicts among them) and lists of such objects.
+_SPEC_JSON = st.recursive(
+    _SPEC_VALUES,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(
+        st.sampled_from(['vendor_id', 'product_id', 'address',
+                         'devname', 'mdev_type', 'domain', 'bus',
+                         'trusted', 'physical_network', 'x']),
+        children, max_size=4), max_leaves=12)
+#: Option values: valid entries (``_ENTRIES``), such JSON, cut-off JSON.
+_SPEC_TEXT = st.one_of(
+    st.builds(json.dumps, _ENTRIES),
+    st.builds(json.dumps, _SPEC_JSON),
+    st.builds(lambda data, n: json.dumps(data)[:n], _SPEC_JSON,
+              st.integers(0, 60)))
+
+
 class RobustnessTest(testtools.TestCase):
+    """Parsing raises only ConfigErrors naming the option; what it accepts
+    keeps the DevSpec invariants and matches as a linear scan would."""
 
-    @settings(max_examples=150, deadline=None, database=None)
-    @given(st.text(max_size=80))
-    def test_arbitrary_text_raises_only_config_errors(self, text):
-        try:
-            whitelist.Whitelist.from_config([text])
-        except exception.ConfigErrors as exc:
-            self.assertTrue(exc.errors)
-
-    @settings(max_examples=150, deadline=None, database=None)
-    @given(st.recursive(
-        st.none() | st.booleans() | st.integers() | st.text(max_size=10),
-        lambda children: st.lists(children, max_size=3) | st.dictionaries(
-            st.sampled_from(['vendor_id', 'product_id', 'address',
-                             'devname', 'mdev_type', 'domain', 'bus',
-                             'trusted', 'x']) | st.text(max_size=5),
-            children, max_size=4), max_leaves=12))
-    def test_arbitrary_json_raises_only_config_errors(self, data):
-        try:
-            w = whitelist.Whitelist.from_config([json.dumps(data)])
-        except exception.ConfigErrors:
-            return
+    def assertWhitelistKeepsInvariants(self, w):
+        for spec in w.specs:
+            for value in (spec.vendor_id, spec.product_id):
+                self.assertTrue(value == devspec.ANY or (
+                    len(value) == 4 and value == value.lower()), spec)
+            self.assertTrue(all(isinstance(k, str) and isinstance(v, str)
+                                for k, v in spec.tags.items()), spec)
         for dev in _DEVICES:
-            w.match(dev)
+            linear = next((s for s in w.specs if s.match(dev)), None)
+            self.assertIs(linear, w.match(dev))
+
+    @settings(max_examples=200, deadline=None, database=None)
+    @given(_SPEC_TEXT)
+    def test_option_values(self, text):
+        try:
+            w = whitelist.Whitelist.from_config([text])
+        except exception.ConfigErrors as exc:
+            for problem in exc.errors:
+                self.assertIsInstance(problem, exception.ConfigError)
+                self.assertEqual(('pci', 'device_spec'), (
+                    problem.kwargs['group'], problem.kwargs['option']))
+            return
+        self.assertWhitelistKeepsInvariants(w)
+
+    @settings(max_examples=100, deadline=None, database=None)
+    @given(st.lists(_ENTRIES, min_size=1, max_size=4))
+    def test_valid_entries_are_all_kept_in_order(self, entries):
+        w = wl(*entries)
+        self.assertEqual(len(entries), len(w.specs))
+        self.assertEqual([json.dumps(e, sort_keys=True) for e in entries],
+                         [s.source for s in w.specs])
+        self.assertWhitelistKeepsInvariants(w)
