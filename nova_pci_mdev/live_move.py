@@ -158,9 +158,10 @@ def _check(source, hosts, destination=None):
 
 def _types_filter(source):
     """Keep the child providers whose parent exposes a type the source's
-    Placement-path slots have (the local stand-in for Placement)."""
+    Placement-path slots (mdevs, vGPU VFs) have (the local stand-in for
+    Placement)."""
     wanted = {d.mdev_type for d in source.devices
-              if d.is_mdev and d.request is None}
+              if d.mdev_type is not None and d.request is None}
     return lambda parent: parent.mdev_type in wanted
 
 

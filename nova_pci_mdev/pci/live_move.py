@@ -9,7 +9,8 @@ the source, a device of the same model:
 * any other device (a VF, a PCI function, a parent passed through whole):
   the same ``dev_type``, ``vendor_id`` and ``product_id``, and a device
   whose ``[pci] device_spec`` says ``live_migratable`` (a vfio-pci variant
-  driver that can migrate its state) on both hosts.
+  driver that can migrate its state) on both hosts; a VF that carries a
+  vGPU type (an NVIDIA vGPU VF) also keeps its ``mdev_type``.
 
 :func:`destination_requests` turns the instance's PCI requests (parsed
 again from its flavor on the destination) into requests pinned to those
@@ -37,6 +38,9 @@ DevType = fields.PciDeviceType
 LIVE_MIGRATABLE = 'live_migratable'
 _FIELDS = ('address', 'dev_type', 'vendor_id', 'product_id', 'mdev_type',
            'request', 'alias', 'live_migratable')
+#: Devices whose mdev_type is part of what the guest runs on: mdev slots
+#: and VFs that hold a vGPU type (NVIDIA's vendor-specific VFIO).
+_TYPED = (DevType.MDEV_VF, DevType.SRIOV_VF)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,9 +48,11 @@ class SourceDevice:
     """One device the instance holds on the source host.
 
     ``request`` is the index of the PCI request (in flavor order) it
-    serves and ``alias`` that request's alias; both are None for an mdev
-    slot that came through the Placement path. ``live_migratable`` is the
-    source's device-spec tag (``'true'``, ``'false'`` or None).
+    serves and ``alias`` that request's alias; both are None for a slot
+    that came through the Placement path. ``mdev_type`` is set for mdev
+    slots and for VFs holding a vGPU type (None otherwise).
+    ``live_migratable`` is the source's device-spec tag (``'true'``,
+    ``'false'`` or None).
     """
 
     address: str
@@ -68,14 +74,18 @@ class SourceDevice:
         if self.is_mdev:
             return (('dev_type', self.dev_type),
                     ('mdev_type', self.mdev_type))
-        return (('dev_type', self.dev_type), ('vendor_id', self.vendor_id),
-                ('product_id', self.product_id))
+        model = (('dev_type', self.dev_type), ('vendor_id', self.vendor_id),
+                 ('product_id', self.product_id))
+        if self.mdev_type is not None:
+            model += (('mdev_type', self.mdev_type),)
+        return model
 
     def describe(self):
         what = ('mdev %s (%s)' % (self.address, self.mdev_type)
-                if self.is_mdev else '%s %s (%s:%s)' % (
+                if self.is_mdev else '%s %s (%s:%s%s)' % (
                     self.dev_type, self.address, self.vendor_id,
-                    self.product_id))
+                    self.product_id, '' if self.mdev_type is None
+                    else ', vGPU type %s' % self.mdev_type))
         if self.alias is not None:
             what += ' of alias %s' % self.alias
         return what
@@ -135,7 +145,7 @@ def source_devices(devices, record_devices, tags_of, aliases):
         out.append(SourceDevice(
             address=dev.address, dev_type=dev.dev_type,
             vendor_id=dev.vendor_id, product_id=dev.product_id,
-            mdev_type=mdev_type if dev.dev_type == DevType.MDEV_VF else None,
+            mdev_type=mdev_type if dev.dev_type in _TYPED else None,
             request=request,
             alias=(aliases[request] if request is not None and
                    request < len(aliases) else None),

@@ -1,14 +1,16 @@
 """Live migration of instances holding devices through a PCI alias.
 
-Written once, run for ``(vf)`` (X710 VFs, marked ``live_migratable``) and
-``(mdev)`` (nvidia-35 slots), on the hosts of :func:`worlds.live_pair`
-(libvirt 10.0.0, QEMU 8.2.2) with a real Placement::
+Written once, run for ``(vf)`` (X710 VFs, marked ``live_migratable``),
+``(mdev)`` (nvidia-35 slots) and ``(vgpu-vf)`` (L40S VFs holding nvidia-1150,
+marked ``live_migratable``: PCI devices that keep their vGPU type), on the
+hosts of :func:`worlds.live_pair` (libvirt 10.0.0, QEMU 8.2.2) with a real
+Placement::
 
     host1 / host2:  cell 0: P 0000:81:00.0 + C C    cell 1: P 0000:82:00.0
                                                             + C C
     host3 (some tests, worlds.host_without_live_type): cells 0 and 1 with
           children that cannot take the move (VFs not live_migratable, or
-          GPUs exposing nvidia-36 only)
+          GPUs exposing nvidia-36 / nvidia-1160 only)
 
 A live migration claims on the destination under the migration UUID
 (``ComputeHost.claim_live_move``), rewrites the source domain's XML for the
@@ -353,6 +355,41 @@ class PlacementPathLiveMigrationTest(base.CloudTestCase):
         self.assertIn('gives 0 slot(s) of nvidia-35 for 1 source slot',
                       str(exc))
         self.assertEqual(before, self.snapshot_all())
+
+
+class VgpuVfPlacementLiveMigrationTest(base.CloudTestCase):
+    """NVIDIA vGPU VFs taken through the Placement path
+    (``resources:VGPU=1``) move too, keeping their vGPU type: on
+    :func:`worlds.live_pair` of L40S GPUs (VFs live-migratable), with a
+    real Placement and with the destination's local choice."""
+
+    placement = True
+    nova_conf = worlds.LIVE_NOVA_CONF
+
+    def setUp(self):
+        super().setUp()
+        self.src, self.dst = worlds.live_pair(self.cloud, worlds.VGPU_VF)
+
+    def test_move_then_complete(self):
+        inst = self.cloud.boot({'resources:VGPU': '1'}, host='host1')
+        mig = self.cloud.live_migrate(inst)
+        self.verify()
+        (address,) = mig.devices
+        self.assertEqual({address: 1150}, self.dst.vgpu_types())
+        self.cloud.complete_live_migration(inst)
+        self.verify()
+        self.assertEqual(({}, {address: 1150}), (self.src.vgpu_types(),
+                                                 self.dst.vgpu_types()))
+
+    def test_the_local_choice_keeps_the_type(self):
+        inst = self.cloud.boot({'resources:VGPU': '1'}, host='host1')
+        source = self.src.compute.live_move_source(inst.uuid)
+        moved = self.dst.compute.claim_live_move(
+            'cccccccc-0000-4000-8000-000000000003', source, inst.flavor,
+            dry_run=True)
+        (dev,) = moved.devices
+        self.assertEqual(('type-VF', 'nvidia-1150'), (dev.dev_type,
+                                                      dev.mdev_type))
 
 
 class LiveMoveAPITest(base.ScenarioTestCase):

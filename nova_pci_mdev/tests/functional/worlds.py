@@ -251,21 +251,27 @@ def gpu_pair(cloud):
 #: libvirt 10.0.0 and QEMU 8.2.2: new enough to live-migrate mdevs (8.6.0 /
 #: 8.1.0) and PCI devices with vfio-pci variant drivers (10.0.0 / 8.2.2).
 LIVE_VERSIONS = {'lib_version': 10000000, 'hv_version': 8002002}
-#: :data:`NOVA_CONF` with the X710 VFs marked live-migratable, and the
-#: ``vgpu`` alias ORing nvidia-36 (enabled too): a guest booted with an
-#: nvidia-35 vGPU must keep nvidia-35 when it moves, although the alias
-#: would accept an nvidia-36 slot at boot.
+#: :data:`NOVA_CONF` with the X710 VFs and the L40S VFs marked
+#: live-migratable, and the ``vgpu`` alias ORing nvidia-36 and nvidia-1160
+#: (L40S-4A; both enabled too, after the types the GPUs expose): a guest
+#: booted with an nvidia-35 (nvidia-1150) vGPU must keep it when it moves,
+#: although the alias would accept an nvidia-36 (nvidia-1160) one at boot.
 LIVE_NOVA_CONF = NOVA_CONF.replace(
     'device_spec = {"vendor_id": "8086", "product_id": "154c"}',
     'device_spec = {"vendor_id": "8086", "product_id": "154c", '
     '"live_migratable": true}').replace(
+    'device_spec = {"vendor_id": "10de"}',
+    'device_spec = {"vendor_id": "10de", "product_id": "26b9", '
+    '"live_migratable": true}\ndevice_spec = {"vendor_id": "10de"}').replace(
     'alias = {"name": "gpu",',
     'alias = {"name": "vgpu", "vendor_id": "10de", "mdev_type": '
-    '"nvidia-36"}\nalias = {"name": "gpu",').replace(
-    'enabled_mdev_types = nvidia-35,', 'enabled_mdev_types = nvidia-35, '
-    'nvidia-36,')
+    '"nvidia-36"}\nalias = {"name": "vgpu", "vendor_id": "10de", '
+    '"mdev_type": "nvidia-1160"}\nalias = {"name": "gpu",').replace(
+    'enabled_mdev_types = nvidia-35, mlx5_core-local, nvidia-1150',
+    'enabled_mdev_types = nvidia-35, mlx5_core-local, nvidia-1150, '
+    'nvidia-36, nvidia-1160')
 #: The kinds the live-migration scenarios run for.
-LIVE_KINDS = (VF, MDEV)
+LIVE_KINDS = (VF, MDEV, VGPU_VF)
 LIVE_SCENARIOS = [(k.name, {'kind': k}) for k in LIVE_KINDS]
 
 
@@ -283,8 +289,17 @@ def host_without_live_type(cloud, kind, name='host3', children=2):
               device_spec does not mark them live_migratable (NOVA_CONF)
         mdev: T4 GPUs on cells 0 and 1 that expose nvidia-36 only, so
               there is no nvidia-35 slot
+        vgpu-vf: L40S GPUs on cells 0 and 1 whose live-migratable VFs
+              take nvidia-1160 (this host's [mdev_nvidia-1160]
+              device_addresses), so there is no nvidia-1150 slot
     """
     host = fake.FakeHost(name, cells=2, **LIVE_VERSIONS)
+    if kind.is_vgpu_vf:
+        kind.add_family(host, PARENT_0, 0, children)
+        kind.add_family(host, PARENT_1, 1, children)
+        return cloud.add_host(host, kind.hypervisor, nova_conf=(
+            LIVE_NOVA_CONF + '\n[mdev_nvidia-1160]\ndevice_addresses = '
+            '%s, %s\n' % (PARENT_0, PARENT_1)))
     if kind.is_mdev:
         for address, node in ((PARENT_0, 0), (PARENT_1, 1)):
             host.add_mdev_parent(address, numa_node=node,

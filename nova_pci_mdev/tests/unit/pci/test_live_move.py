@@ -178,6 +178,34 @@ class PinnedRequestsTest(testtools.TestCase):
                           dst.claim_instance, MIG, pinned)
 
 
+class VgpuVfTest(testtools.TestCase):
+    """A VF holding a vGPU type (NVIDIA vendor-specific VFIO) keeps the
+    type as well as its vendor/product: two L40S VFs of 10de:26b9 with
+    other types are not the same model."""
+
+    def vgpu_vf(self, address, mdev_type):
+        return dict(address=address, dev_type=T.SRIOV_VF, vendor_id='10de',
+                    product_id='26b9', numa_node=0, mdev_type=mdev_type,
+                    parent_addr='0000:41:00.0',
+                    extra_info={'vgpu_framework': 'nvidia-vfio'})
+
+    def test_the_pinned_request_names_the_type(self):
+        specs = [{'vendor_id': '10de', 'live_migratable': True}]
+        src = tracker([self.vgpu_vf('0000:41:00.4', 'nvidia-35')], specs)
+        sources = boot(src, 'vgpu:1')
+        self.assertEqual([('nvidia-35', 'nvidia-35')],
+                         [(s.mdev_type, dict(s.model).get('mdev_type'))
+                          for s in sources])
+        self.assertIn('vGPU type nvidia-35', sources[0].describe())
+        pinned, groups = live_move.destination_requests(requests('vgpu:1'),
+                                                        sources)
+        dst = tracker([self.vgpu_vf('0000:41:00.4', 'nvidia-22'),
+                       self.vgpu_vf('0000:41:00.5', 'nvidia-35')], specs)
+        got = dst.claim_instance(MIG, pinned)
+        self.assertEqual({'0000:41:00.4': '0000:41:00.5'},
+                         live_move.pair(groups, got, []))
+
+
 class MovabilityTest(testtools.TestCase):
 
     def test_a_vf_without_the_tag_is_named(self):
