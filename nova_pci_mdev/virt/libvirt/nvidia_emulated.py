@@ -57,26 +57,77 @@ def _put(path, text):
         handle.write(text)
 
 
+#: The largest framebuffer (MB) a catalogue may give a GPU or a type.
+MAX_FRAMEBUFFER_MB = 2 ** 31
+
+
 def load_catalogue(root):
-    """The catalogue of the tree under ``root`` (validated)."""
+    """The catalogue of the tree under ``root``, validated before any path
+    is built from it (it may come with a user's ``test://`` sidecar): PF
+    and VF addresses canonical, each VF on one GPU, type ids and names as
+    sysfs would list them, framebuffers whole numbers of MB."""
     path = os.path.join(root, CATALOGUE)
     try:
         with open(path, encoding='utf-8') as handle:
             data = json.load(handle)
-        gpus = {pf: _gpu(pf, spec) for pf, spec in data['gpus'].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        gpus = {}
+        for pf, spec in data['gpus'].items():
+            gpus[_address('PF', pf)] = _gpu(pf, spec)
+        seen = [vf for gpu in gpus.values() for vf in gpu['vfs']]
+        if len(seen) != len(set(seen)):
+            raise ValueError('a VF is listed twice')
+    except (OSError, ValueError, KeyError, TypeError, AttributeError,
+            exception.Invalid) as exc:
         raise exception.VgpuVfError(
             address=path, reason='unusable emulation catalogue: %s' % exc)
     return gpus
 
 
+def _address(what, value):
+    try:
+        canonical = nvidia_sysfs.vf_address(value)
+    except exception.Invalid:
+        canonical = None
+    if canonical != value:
+        raise ValueError('%s %r is not a canonical PCI address (in vfs or '
+                         'as a key of gpus: dddd:bb:ss.f, lower-case hex)'
+                         % (what, value))
+    return value
+
+
+def _framebuffer(what, value):
+    if (not isinstance(value, int) or isinstance(value, bool)
+            or not 0 < value <= MAX_FRAMEBUFFER_MB):
+        raise ValueError('framebuffer_mb of %s is %r, expected a whole '
+                         'number of MB from 1 to %d'
+                         % (what, value, MAX_FRAMEBUFFER_MB))
+    return value
+
+
+def _vgpu_type(row):
+    if not isinstance(row, list) or len(row) != 3:
+        raise ValueError('types has %r, expected [id, name, framebuffer '
+                         'MB]' % (row,))
+    type_id, name, size = row
+    nvidia_vf.type_name(type_id)            # validates the type id
+    if not nvidia_vf.is_profile_name(name):
+        raise ValueError('type %d has the name %r, expected printable '
+                         'ASCII as sysfs lists it' % (type_id, name))
+    return (nvidia_vf.VgpuType(id=type_id, name=name),
+            _framebuffer('type %d' % type_id, size))
+
+
 def _gpu(pf, spec):
-    types = tuple(nvidia_vf.VgpuType(id=int(i), name=str(n))
-                  for i, n, _fb in spec['types'])
-    sizes = {int(i): int(fb) for i, _n, fb in spec['types']}
-    return {'pf': pf, 'framebuffer_mb': int(spec['framebuffer_mb']),
-            'vfs': tuple(str(v) for v in spec['vfs']), 'types': types,
-            'sizes': sizes, 'mixed_sizes': bool(spec.get('mixed_sizes'))}
+    if not isinstance(spec['vfs'], list):
+        raise ValueError('vfs of %s is %r, expected a list' % (
+            pf, spec['vfs']))
+    vfs = tuple(_address('VF', vf) for vf in spec['vfs'])
+    rows = [_vgpu_type(row) for row in spec['types']]
+    return {'pf': pf,
+            'framebuffer_mb': _framebuffer(pf, spec['framebuffer_mb']),
+            'vfs': vfs, 'types': tuple(t for t, _fb in rows),
+            'sizes': {t.id: fb for t, fb in rows},
+            'mixed_sizes': bool(spec.get('mixed_sizes'))}
 
 
 def catalogue_text(gpus):

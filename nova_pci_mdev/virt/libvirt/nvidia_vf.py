@@ -162,6 +162,14 @@ def _bad_file(path, reason):
     return exception.VgpuVfError(address=path, reason=reason)
 
 
+def is_profile_name(name):
+    """True for a vGPU profile name as sysfs lists it: 1 to
+    :data:`MAX_NAME_LEN` printable ASCII characters, no outer blanks."""
+    return (isinstance(name, str) and len(name) <= MAX_NAME_LEN
+            and _NAME_RE.fullmatch(name) is not None
+            and name == name.strip())
+
+
 def parse_current(text, path):
     """The type id in ``current_vgpu_type`` (0 for none); strict."""
     value = text.strip() if isinstance(text, str) else None
@@ -187,8 +195,7 @@ def parse_creatable(text, path):
             continue
         match = _LINE_RE.fullmatch(line.strip())
         name = match.group(2) if match else ''
-        if (match is None or not _NAME_RE.fullmatch(name)
-                or len(name) > MAX_NAME_LEN
+        if (match is None or not is_profile_name(name)
                 or not 1 <= int(match.group(1)) <= MAX_TYPE_ID):
             raise _bad_file(path, '%s line %d is %r, expected "<type id> : '
                             '<vGPU name>"' % (CREATABLE_FILE, number,

@@ -11,6 +11,7 @@ Tree used by most tests (the bundled L40S catalogue: 48 GB)::
 
 import errno
 import filecmp
+import json
 import os
 import shutil
 
@@ -125,6 +126,47 @@ class TestTree(TreeCase):
                                 nvidia_emulated.EmulatedDriver,
                                 self.tree.root)
         self.assertIn('emulation catalogue', str(exc))
+
+    def test_hostile_catalogues_are_refused_before_any_write(self):
+        # The catalogue comes with a user's test:// sidecar tree: a name
+        # that reaches a path is checked like one read from sysfs.
+        outside = self.useFixture(fixtures.TempDir()).path
+        escape = os.path.relpath(outside, os.path.join(
+            self.tree.root, 'sys', 'bus', 'pci', 'devices'))
+        fb, types = fixture.l40s_catalogue()
+        good = {'framebuffer_mb': fb, 'vfs': list(self.vfs), 'types': types}
+        cases = [
+            ({'vfs': self.vfs + [escape]}, 'vfs'),
+            ({'vfs': self.vfs + ['0000:41:00.4/../../x']}, 'vfs'),
+            ({'vfs': self.vfs + ['0000:41:00.4']}, 'twice'),
+            ({'vfs': 'abc'}, 'vfs'),
+            ({'types': [[0, 'NVIDIA L40S-0Q', 1]]}, 'type id'),
+            ({'types': [[2 ** 32, 'NVIDIA L40S-1Q', 1]]}, 'type id'),
+            ({'types': [['1147', 'NVIDIA L40S-1Q', 1]]}, 'type id'),
+            ({'types': [[1147, 'NVIDIA L40S-1Q\n9 : x', 1]]}, 'name'),
+            ({'types': [[1147, 'NVIDIA L40S-1Q \u00e9', 1]]}, 'name'),
+            ({'types': [[1147, 'NVIDIA L40S-1Q', -1]]}, 'framebuffer'),
+            ({'types': [[1147, 'NVIDIA L40S-1Q']]}, 'types'),
+            ({'framebuffer_mb': True}, 'framebuffer'),
+            ({'framebuffer_mb': 10 ** 30}, 'framebuffer'),
+        ]
+        for change, word in cases:
+            gpus = {PF: dict(good, **change)}
+            path = os.path.join(self.tree.root, nvidia_emulated.CATALOGUE)
+            with open(path, 'w') as handle:
+                json.dump({'gpus': gpus}, handle)
+            exc = self.assertRaises(exception.VgpuVfError,
+                                    nvidia_emulated.EmulatedDriver,
+                                    self.tree.root)
+            self.assertIn(word, str(exc), change)
+            self.assertIn(nvidia_emulated.CATALOGUE, str(exc))
+        with open(path, 'w') as handle:
+            json.dump({'gpus': {'../x': good}}, handle)
+        exc = self.assertRaises(exception.VgpuVfError,
+                                nvidia_emulated.EmulatedDriver,
+                                self.tree.root)
+        self.assertIn('PF', str(exc))
+        self.assertEqual([], os.listdir(outside))
 
 
 class TestBundledTree(testtools.TestCase):
