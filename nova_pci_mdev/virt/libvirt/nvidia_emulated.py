@@ -191,10 +191,16 @@ class EmulatedDriver(object):
     def creatable(self, vf):
         """What ``vf`` can take now (see the module docstring)."""
         gpu = self._gpu_of[vf]
-        if self.current(vf):
+        return self._creatable(gpu, self._currents(gpu), vf)
+
+    def _currents(self, gpu):
+        return {v: self.current(v) for v in gpu['vfs']}
+
+    @staticmethod
+    def _creatable(gpu, currents, vf):
+        if currents[vf]:
             return ()
-        used = [gpu['sizes'].get(self.current(v), 0) for v in gpu['vfs']
-                if self.current(v)]
+        used = [gpu['sizes'].get(c, 0) for c in currents.values() if c]
         left = gpu['framebuffer_mb'] - sum(used)
         return tuple(t for t in gpu['types']
                      if gpu['sizes'][t.id] <= left and (
@@ -202,12 +208,15 @@ class EmulatedDriver(object):
                          or gpu['sizes'][t.id] == used[0]))
 
     def refresh(self, gpu=None):
-        """Rewrite the creatable lists (of one GPU, or of all)."""
+        """Rewrite the creatable lists (of one GPU, or of all): each VF's
+        type is read once per GPU, so a write costs linear time."""
         for spec in ([gpu] if gpu is not None else self.gpus.values()):
+            currents = self._currents(spec)
             for vf in spec['vfs']:
                 _put(os.path.join(_vf_dir(self.root, vf),
                                   nvidia_vf.CREATABLE_FILE),
-                     nvidia_vf.format_creatable(self.creatable(vf)))
+                     nvidia_vf.format_creatable(
+                         self._creatable(spec, currents, vf)))
 
     def _set(self, vf, type_id):
         _put(os.path.join(_vf_dir(self.root, vf), nvidia_vf.CURRENT_FILE),
