@@ -19,6 +19,10 @@ MDEV_EXISTS = 'mdev_exists'
 MDEV_EXPOSED = 'mdev_exposed'
 #: parent: not a PCI function (``mtty``).
 VIRTUAL = 'virtual'
+#: parent: FALSE when it can never be handed to a guest whole (a virtual
+#: parent; the PF of an NVIDIA GPU whose VFs are its vGPUs): no pool offers
+#: it, only its slots or VFs.
+WHOLE = 'whole'
 #: parent: comma-separated mdev types it supports.
 SUPPORTED_MDEV_TYPES = 'supported_mdev_types'
 #: parent: the Placement resource class of the type it exposes.

@@ -22,7 +22,9 @@ Invariants:
   devices sit in ordered dicts keyed by address, never scanned in a loop;
 * parent pools (``type-PF``, ``mdev-pf``) and ``vdpa`` pools serve a request
   only when its spec names that dev_type; a pool tagged
-  ``remote_managed=true`` only when the spec asks for it;
+  ``remote_managed=true`` only when the spec asks for it; a parent whose
+  ``extra_info['whole']`` is ``false`` (virtual, or an NVIDIA vGPU PF) is in
+  no pool at all (its slots are);
 * ``support_requests`` and ``explain`` never change anything;
   ``consume_requests`` and ``apply_requests`` change all or nothing;
   :meth:`PciDeviceStats.explain` counts what a request lacks and leaves the
@@ -276,11 +278,15 @@ class PciDeviceStats(object):
 
         Idempotent: call it again whenever a device's status, NUMA node,
         tags or ``mdev_exists`` changed and it moves where it belongs. A
-        removed/deleted or non-whitelisted device is forgotten.
+        removed/deleted or non-whitelisted device, or one that can never be
+        handed out whole, is forgotten.
         """
         tags = None if dev.status in Status.GONE else self._tags_of(dev)
         if tags is None:
             self.remove_device(dev)
+            return
+        if extra_info.is_false(dev.extra_info, extra_info.WHOLE):
+            self._unpool(dev.address)     # its slots to create stay
             return
         key = PoolKey.of(dev.vendor_id, dev.product_id, dev.dev_type,
                          dev.mdev_type, dev.numa_node, dict(tags))
@@ -309,11 +315,14 @@ class PciDeviceStats(object):
     def remove_device(self, dev):
         """Forget ``dev`` (or an address); a no-op if it is not known."""
         address = getattr(dev, 'address', dev)
+        self._unpool(address)
+        self._drop_creatable(address)
+
+    def _unpool(self, address):
         where = self._where.pop(address, None)
         if where is not None:
             self._detach(address, where)
             self._drop_if_empty(where[0])
-        self._drop_creatable(address)
 
     def set_creatable(self, parent, count, tags):
         """Count ``count`` slots ``parent`` can still create, in the pool

@@ -13,6 +13,7 @@ particular to a GPU whose vGPUs are its VFs, on these hosts::
   4 VFs left list nothing once 48 GB are in use, and a delete gives them
   back;
 * a VF whose type an operator set by hand is never handed out;
+* the PF is in no pool: an alias asking for it finds no host;
 * the real Placement: ``resources:VGPU=1`` lands on the L40S provider
   and sets the type of one of its VFs.
 """
@@ -98,6 +99,24 @@ class CapacityTest(base.CloudTestCase):
         for inst in insts:
             self.cloud.delete(inst)
         self.assertEqual({vf: 1160}, sim.vgpu_types())
+
+
+class WholePfTest(base.CloudTestCase):
+
+    nova_conf = worlds.NOVA_CONF + (
+        '\n[pci]\nalias = {"name": "l40s-pf", "vendor_id": "10de", '
+        '"product_id": "26b9", "device_type": "type-PF"}\n')
+
+    def test_the_scheduler_never_offers_the_pf(self):
+        # The PF's VFs are its vGPUs: no pool holds it, so no host passes
+        # the filter (a claim would have to refuse it after the fact).
+        sim = l40s_host(self.cloud)
+        exc = self.assertRaises(cloud_mod.NoValidHost, self.cloud.boot,
+                                {'pci_passthrough:alias': 'l40s-pf:1'})
+        self.assertFalse(exc.reasons['l40shost'].startswith('claim failed'),
+                         exc.reasons)
+        self.assertEqual({}, sim.vgpu_types())
+        self.verify()
 
 
 class PlacementTest(base.CloudTestCase):

@@ -20,6 +20,7 @@ from nova_pci_mdev import exception
 from nova_pci_mdev import flavor
 from nova_pci_mdev import objects
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.pci import request as pci_request
 from nova_pci_mdev.tests.fixtures import compute
 from nova_pci_mdev.virt.libvirt import config as vconfig
 
@@ -353,6 +354,19 @@ class TestComputeHost(testtools.TestCase):
             if prov.device_address in ('0000:3b:00.0', '0000:d8:00.0'):
                 inv = prov.inventories['VGPU']
                 self.assertEqual(inv.total, inv.reserved)
+
+    def test_a_virtual_parent_is_never_offered_whole(self):
+        aliases = pci_request.AliasTable.from_config([
+            '{"name": "mtty-whole", "device_type": "mdev-pf", '
+            '"mdev_type": "mtty-1"}'])
+        pools = self.compute.snapshot().pools
+        self.assertEqual([], [p for p in pools if p.tags.get('dev_type') == T.MDEV_PF
+                              and p.mdev_type == 'mtty-1'])
+        exc = self.assertRaises(
+            exception.RequestNotSatisfiable, self.compute.claim, INSTANCE,
+            flavor.parse({'pci_passthrough:alias': 'mtty-whole:1'}, aliases))
+        self.assertIn('alias mtty-whole', str(exc))
+        self.assertEqual({}, self.compute.snapshot().instances)
 
     def test_failed_mdev_removal_restores_the_parent(self):
         before = {d.address: d.status for d in self.devices()}

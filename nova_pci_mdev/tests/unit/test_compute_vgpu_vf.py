@@ -252,10 +252,16 @@ class VgpuVfComputeTest(testtools.TestCase):
         self.assertEqual(4, len(self.host.nv.writes))   # 2 set, 2 cleared
 
     def test_the_pf_is_never_passed_through_whole(self):
+        # Not even offered: no pool holds the PF, so a scheduler never
+        # picks this host for it and the claim is "cannot be satisfied"
+        # (exit 1), not bad input.
         before = self.state()
-        exc = self.assertRaises(exception.InvalidValue, self.claim, INST1,
-                                'l40s-whole:1')
-        self.assertIn('cannot be passed through whole', str(exc))
+        pools = self.compute.snapshot().pools
+        self.assertEqual([], [p for p in pools
+                              if p.tags.get('dev_type') == fields.PciDeviceType.SRIOV_PF])
+        exc = self.assertRaises(exception.RequestNotSatisfiable, self.claim,
+                                INST1, 'l40s-whole:1')
+        self.assertIn('alias l40s-whole', str(exc))
         self.assertEqual(before, self.state())
 
     def test_a_vf_holding_another_type_is_not_offered_nor_touched(self):

@@ -31,7 +31,8 @@ creatable or hold):
 - the PF keeps ``type-PF``; ``mdev_type`` = ``T``;
   ``extra_info['supported_mdev_types']`` (comma-separated, by id),
   ``['resource_class']`` when ``T`` has one, ``['vgpu_framework'] =
-  'nvidia-vfio'``;
+  'nvidia-vfio'`` and ``['whole'] = 'false'`` (with or without ``T``: no
+  pool ever offers it, its VFs are its vGPUs);
 - every such VF keeps ``type-VF`` and gets ``vgpu_framework``,
   ``vgpu_current`` (``nvidia-<id>`` or ``''``) and ``vgpu_creatable``
   (comma-separated) in ``extra_info``; it is a **slot of T** (``mdev_type``
@@ -311,6 +312,7 @@ def _pf_record(record, view):
     supported, options = view
     extra = dict(record.get('extra_info') or {})
     extra[EXTRA_FRAMEWORK] = FRAMEWORK
+    extra[extra_info.WHOLE] = extra_info.FALSE
     extra['supported_mdev_types'] = ','.join(supported)
     new = dict(record, extra_info=extra)
     if options is not None:

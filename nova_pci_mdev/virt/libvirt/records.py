@@ -87,6 +87,7 @@ def _parent_records(nodename, dev, mdevs, settings):
     extra = {extra_info.SUPPORTED_MDEV_TYPES: ','.join(supported)}
     if virtual:
         extra[extra_info.VIRTUAL] = extra_info.TRUE
+        extra[extra_info.WHOLE] = extra_info.FALSE
     elif dev.is_vf:
         extra[extra_info.PHYS_FUNCTION] = dev.phys_function
     if options is not None and options.resource_class:

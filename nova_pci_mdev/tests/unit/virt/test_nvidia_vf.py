@@ -129,7 +129,7 @@ class TestApply(testtools.TestCase):
         pf = out[PF]
         self.assertEqual(('type-PF', 'nvidia-1150'),
                          (pf['dev_type'], pf['mdev_type']))
-        self.assertEqual({'vgpu_framework': 'nvidia-vfio',
+        self.assertEqual({'vgpu_framework': 'nvidia-vfio', 'whole': 'false',
                           'supported_mdev_types':
                               'nvidia-1150,nvidia-1155,nvidia-1156',
                           'resource_class': 'VGPU'}, pf['extra_info'])
