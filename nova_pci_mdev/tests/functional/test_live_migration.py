@@ -477,7 +477,7 @@ class WholeParentLiveMigrationTest(base.ScenarioTestCase):
     here (its device spec does not say live_migratable): refused at the
     source, whatever the destination."""
 
-    scenarios = worlds.LIVE_SCENARIOS
+    scenarios = worlds.LIVE_WHOLE_SCENARIOS
     nova_conf = worlds.LIVE_NOVA_CONF
     host_args = worlds.LIVE_VERSIONS
 

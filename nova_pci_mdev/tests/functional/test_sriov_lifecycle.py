@@ -163,7 +163,7 @@ class ParentChildTest(base.ScenarioTestCase):
     """Whole-device passthrough of a parent (PF / mdev-pf) and its
     children exclude each other, as PFs and VFs do in Nova."""
 
-    scenarios = worlds.SCENARIOS
+    scenarios = worlds.WHOLE_SCENARIOS
 
     def test_whole_parent_blocks_its_children(self):
         whole = self.cloud.boot(self.kind.flavor(1, whole=True),

@@ -19,11 +19,11 @@ kind                parent (alias ``parent``)     children (alias ``child``)
 The ``vgpu`` alias is one name for two entries (ORed, as in Nova): the
 nvidia-35 mdevs of a T4 and the nvidia-1150 VFs of an L40S, so a flavor
 asking for ``vgpu:1`` reads the same on both kinds of GPU. Scenarios that
-pass a parent through whole are skipped for ``vgpu-vf``.
+pass a parent through whole run on :data:`WHOLE_SCENARIOS` (not for
+``vgpu-vf``: its PF is in no pool, see ``test_vgpu_vf.WholePfTest``).
 """
 
 import dataclasses
-import unittest
 
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.tests.fixtures import fakelibvirt as fake
@@ -98,11 +98,12 @@ class Kind:
     def flavor(self, count=1, policy=None, numa_nodes=None, whole=False):
         """Extra specs asking for ``count`` children (or parents).
 
-        A whole parent of a kind that cannot be passed through whole skips
-        the scenario (``unittest.SkipTest``)."""
+        A whole parent of a kind that cannot be passed through whole is a
+        test bug (ValueError): such tests run on :data:`WHOLE_SCENARIOS`
+        (the story of the vGPU PF is ``test_vgpu_vf.WholePfTest``)."""
         if whole and not self.whole_ok:
-            raise unittest.SkipTest('the PF of an NVIDIA vGPU GPU cannot be '
-                                    'passed through whole')
+            raise ValueError('kind %s: the PF of an NVIDIA vGPU GPU cannot '
+                             'be passed through whole' % self.name)
         specs = {'pci_passthrough:alias': '%s:%d' % (
             self.parent_alias if whole else self.child_alias, count)}
         if policy is not None:
@@ -121,6 +122,8 @@ VGPU_VF = Kind('vgpu-vf', 'vgpu', 'l40s-pf', DevType.SRIOV_VF,
 KINDS = (VF, MDEV, MDEV_LIBVIRT, VGPU_VF)
 #: testscenarios scenarios: the device kind shows in every test id.
 SCENARIOS = [(k.name, {'kind': k}) for k in KINDS]
+#: The scenarios of the kinds whose parent can be passed through whole.
+WHOLE_SCENARIOS = [(k.name, {'kind': k}) for k in KINDS if k.whole_ok]
 
 PARENT_0 = '0000:81:00.0'
 PARENT_1 = '0000:82:00.0'
@@ -273,6 +276,8 @@ LIVE_NOVA_CONF = NOVA_CONF.replace(
 #: The kinds the live-migration scenarios run for.
 LIVE_KINDS = (VF, MDEV, VGPU_VF)
 LIVE_SCENARIOS = [(k.name, {'kind': k}) for k in LIVE_KINDS]
+LIVE_WHOLE_SCENARIOS = [(k.name, {'kind': k}) for k in LIVE_KINDS
+                        if k.whole_ok]
 
 
 def live_pair(cloud, kind, children=2):
