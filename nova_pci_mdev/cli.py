@@ -91,9 +91,10 @@ def build_compute_host(args, settings):
         else:
             from nova_pci_mdev.virt.libvirt import mdev_sysfs
             backend = mdev_sysfs.SysfsBackend('/')
-        return compute_mod.ComputeHost(
+        args.compute = compute_mod.ComputeHost(
             host, settings, store, mdev.MdevManager(backend),
             host.numa_topology(), vgpus=vgpu_vfs.VgpuVfManager(vf_sysfs))
+        return args.compute
     except BaseException:
         store.close()
         raise
@@ -118,7 +119,10 @@ def _host_problems(args, settings):
     records = compute.host.discover(settings)
     states = compute.vgpus.states(nvidia_vf.candidate_addresses(records))
     records = nvidia_vf.apply(records, states, settings)
-    problems = host_checks.problems(settings, records, compute.nodename)
+    problems = list(compute.host.left_out)
+    problems.extend(host_checks.problems(settings, records,
+                                         compute.nodename))
+    args.left_out_shown = True
     problems.extend(nvidia_check.gpu_notes(records, states, settings))
     return problems
 
@@ -365,6 +369,22 @@ def main(argv=None, out=None, err=None):
         getattr(args, 'state_dir', None) or default_state_dir(args.connection))
     args.format = getattr(args, 'format', None) or 'table'
     _register_objects()
+    try:
+        return _run(args, out, err)
+    finally:
+        _warn_left_out(args, err)
+
+
+def _warn_left_out(args, err):
+    """One warning line per node device discovery left out (unless the
+    command reported them itself)."""
+    compute = getattr(args, 'compute', None)
+    if compute is not None and not getattr(args, 'left_out_shown', False):
+        for problem in getattr(compute.host, 'left_out', ()):
+            err.write('warning: %s\n' % problem)
+
+
+def _run(args, out, err):
     try:
         return args.func(args, out)
     except exception.ConfigErrors as exc:

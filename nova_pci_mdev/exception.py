@@ -6,7 +6,9 @@ placeholders name the object and the value at fault, so that the message
 alone tells an operator what to fix. Subclasses of :class:`Invalid` mean
 "bad input or configuration" (the CLI exits 2); subclasses of
 :class:`RequestNotSatisfiable` mean "valid request, no room" (the CLI
-exits 1).
+exits 1); everything else, :class:`HostDescriptionInvalid` (what libvirt
+or a test host's files describe) included, is a host or state failure
+(the CLI exits 3).
 """
 
 
@@ -101,19 +103,36 @@ class InvalidExtraSpec(Invalid):
     msg_fmt = 'Invalid flavor extra spec %(key)s=%(value)r: %(reason)s'
 
 
-class NodeDeviceXMLInvalid(Invalid):
+class HostDescriptionInvalid(NovaPciMdevException):
+    """What the host reports (node-device or capabilities XML, the sidecar
+    of a test host) cannot be used. A host failure, not bad input: the CLI
+    exits 3 for all of them (issue 15)."""
+
+    msg_fmt = 'Host description invalid: %(reason)s'
+
+
+class NodeDeviceXMLInvalid(HostDescriptionInvalid):
     """The XML of one libvirt node device cannot be used."""
 
     msg_fmt = 'Node device %(device)s: invalid XML: %(reason)s'
 
 
-class CapabilitiesXMLInvalid(Invalid):
+class NodeDeviceLeftOut(HostDescriptionInvalid):
+    """A node device discovery leaves out (its XML cannot be used, or its
+    address or UUID is claimed by another node device too): reported as a
+    warning, the rest of the host stays usable."""
+
+    msg_fmt = 'Node device %(device)s left out: %(reason)s'
+    severity = 'warning'
+
+
+class CapabilitiesXMLInvalid(HostDescriptionInvalid):
     """The host capabilities XML cannot be used."""
 
     msg_fmt = 'Host capabilities XML invalid: %(reason)s'
 
 
-class TopologySidecarInvalid(Invalid):
+class TopologySidecarInvalid(HostDescriptionInvalid):
     """A NUMA topology sidecar file is unreadable or breaks its format."""
 
     msg_fmt = 'NUMA topology file %(path)s: %(reason)s'

@@ -36,6 +36,7 @@ from nova_pci_mdev.virt.libvirt import host as host_mod
 from nova_pci_mdev.virt.libvirt import mdev_emulated
 from nova_pci_mdev.virt.libvirt import nodedev
 from nova_pci_mdev.virt.libvirt import nodenames
+from nova_pci_mdev.virt.libvirt import records as records_mod
 
 SIDECAR_SUFFIX = '_topology.json'
 
@@ -138,10 +139,20 @@ class EmulatedHost(host_mod.Host):
         super().__init__(conn, nodename or sidecar.hostname,
                          libvirt=libvirt)
         self.sidecar = sidecar
-        self._extra = [d for d in (
-            nodedev.parse_node_device(xml) for xml in
-            sidecar.extra_node_devices) if d is not None]
+        self._own_left_out = []
+        self._extra = []
+        for xml in sidecar.extra_node_devices:
+            try:
+                dev = nodedev.parse_node_device(xml)
+            except exception.NodeDeviceXMLInvalid as exc:
+                self._own_left_out.append(host_mod.left_out(exc))
+                continue
+            if dev is not None:
+                self._extra.append(dev)
         parents, file_mdevs = self._split(self._listed())
+        # The same mdev UUID under two parents: neither is believed, so
+        # neither parent is offered a slot the host does not have.
+        file_mdevs = records_mod.unique(file_mdevs, self._own_left_out)
         address_of = {name: dev.address for name, dev in parents.items()}
         located = [(m, nodenames.parent_address(m, address_of))
                    for m in file_mdevs]
@@ -173,7 +184,12 @@ class EmulatedHost(host_mod.Host):
         return super().hypervisor_version
 
     def _listed(self):
-        return list(super().devices()) + self._extra
+        """The host file's devices (Host.devices: unreadable ones left
+        out) and the sidecar's; ``left_out`` reports both kinds."""
+        listed = list(super().devices()) + self._extra
+        self.left_out = self.left_out + list(
+            getattr(self, '_own_left_out', ()))
+        return listed
 
     @staticmethod
     def _split(devices):

@@ -57,6 +57,12 @@ class MdevLocation(typing.NamedTuple):
     mdev_type: str
 
 
+def left_out(exc):
+    """The NodeDeviceLeftOut warning of a NodeDeviceXMLInvalid."""
+    return exception.NodeDeviceLeftOut(device=exc.kwargs.get('device'),
+                                       reason=exc.kwargs.get('reason'))
+
+
 class Host:
     """Discovery on one injected libvirt connection.
 
@@ -76,6 +82,8 @@ class Host:
         self._conn = conn
         self._nodename = nodename
         self._reconnect = reconnect
+        #: NodeDeviceLeftOut of the last listing (devices(), discover())
+        self.left_out = []
         self.libvirt = libvirt or seam.real()
 
     @property
@@ -163,9 +171,16 @@ class Host:
         if flags is None:
             flags = self.libvirt.list_all
         parsed = []
+        self.left_out = []
         for dev in self._list(flags):
             name, xml = self._describe(dev)
-            item = nodedev.parse_node_device(xml, device_name=name)
+            try:
+                item = nodedev.parse_node_device(xml, device_name=name)
+            except exception.NodeDeviceXMLInvalid as exc:
+                # One device we cannot read does not make the host
+                # unusable: it is left out, and reported.
+                self.left_out.append(left_out(exc))
+                continue
             if isinstance(item, nodedev.Mdev) and not self._is_active(dev):
                 item = dataclasses.replace(item, active=False)
             if item is not None:
@@ -204,7 +219,7 @@ class Host:
         return records_mod.build_records(
             self.hostname,
             devices + records_mod.vanished_stand_ins(devices, held),
-            settings)
+            settings, left_out=self.left_out)
 
     def numa_topology(self, sidecar=None):
         """The host's NUMA cells; from ``sidecar`` (a JSON file path) only

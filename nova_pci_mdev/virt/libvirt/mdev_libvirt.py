@@ -120,7 +120,8 @@ class LibvirtNodeDeviceBackend(mdev.MdevBackend):
                 try:
                     parsed = nodedev.parse_node_device(described[1],
                                                        described[0])
-                except exception.Invalid as exc:
+                except (exception.Invalid,
+                        exception.NodeDeviceXMLInvalid) as exc:
                     LOG.warning('Ignoring node device: %s', exc)
                     continue
                 if isinstance(parsed, nodedev.VirtualParent):
@@ -176,7 +177,7 @@ class LibvirtNodeDeviceBackend(mdev.MdevBackend):
                     continue
                 info = mdev.mdev_info(found.uuid, self._address(found),
                                       found.mdev_type)
-            except exception.Invalid as exc:
+            except (exception.Invalid, exception.NodeDeviceXMLInvalid) as exc:
                 LOG.warning('Ignoring node device: %s', exc)
                 continue
             entries.append((dev, info, self._state(dev, 'isActive', True)))

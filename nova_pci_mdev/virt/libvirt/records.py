@@ -167,39 +167,64 @@ class SlotFactory(object):
                                      parent.mdev_type, taken, count)]
 
 
-def _index(devices):
-    """Split parsed devices; map node names to addresses; check unicity."""
+def _identity(dev):
+    if isinstance(dev, nodedev.Mdev):
+        return 'UUID', dev.uuid
+    if isinstance(dev, (nodedev.PciFunction, nodedev.VirtualParent)):
+        return 'address', dev.address
+    return None
+
+
+def unique(devices, left_out):
+    """``devices`` without every node device whose address (or mdev UUID)
+    another one claims too: which of them is right cannot be told, so all
+    are left out, each reported in ``left_out`` (NodeDeviceLeftOut)."""
+    devices = [d for d in devices if d is not None]
+    owners = collections.defaultdict(list)
+    for dev in devices:
+        key = _identity(dev)
+        if key is not None:
+            owners[key].append(dev.name)
+    kept = []
+    for dev in devices:
+        key = _identity(dev)
+        names_ = owners.get(key, ())
+        if len(names_) > 1:
+            left_out.append(exception.NodeDeviceLeftOut(
+                device=dev.name, reason='its %s %s is also that of node '
+                'device(s) %s' % (key[0], key[1], ', '.join(
+                    n for n in names_ if n != dev.name) or dev.name)))
+            continue
+        kept.append(dev)
+    return kept
+
+
+def _index(devices, left_out):
+    """Split parsed devices; map node names to addresses; drop devices
+    whose identity is claimed twice."""
     address_of = {}
-    owner = {}
     functions = []
     mdevs = []
-    for dev in devices:
+    for dev in unique(devices, left_out):
         if isinstance(dev, nodedev.Mdev):
             mdevs.append(dev)
-            key = dev.uuid
         elif isinstance(dev, (nodedev.PciFunction, nodedev.VirtualParent)):
             functions.append(dev)
             address_of[dev.name] = dev.address
-            key = dev.address
-        else:
-            continue
-        if key in owner:
-            raise exception.NodeDeviceXMLInvalid(
-                device=dev.name, reason='address %s is also the address of '
-                'node device %s' % (key, owner[key]))
-        owner[key] = dev.name
     return functions, mdevs, address_of
 
 
-def build_records(nodename, devices, settings):
+def build_records(nodename, devices, settings, left_out=None):
     """Device records from parsed node devices (see the module docstring).
 
     ``devices``: :mod:`.nodedev` objects (None entries and other kinds are
     ignored). ``settings``: anything with ``exposed_type(parent_addr,
     supported_type_ids) -> MdevTypeOptions | None``. Parents come sorted by
-    address, each followed by its slots.
+    address, each followed by its slots. Devices whose address or UUID is
+    claimed twice are left out and reported in ``left_out`` (a list).
     """
-    functions, mdevs, address_of = _index(devices)
+    functions, mdevs, address_of = _index(
+        devices, left_out if left_out is not None else [])
     by_parent = collections.defaultdict(list)
     for mdev in mdevs:
         by_parent[nodenames.parent_address(mdev, address_of)].append(mdev)

@@ -521,14 +521,22 @@ class DoubleDiscoveryTest(_Base):
         self.assertEqual([], double_host(conn, nodename=NODE).discover(
             DEFAULT_SETTINGS))
 
-    def test_duplicate_address_is_refused(self):
+    def test_duplicate_address_is_left_out(self):
+        # Which of two devices claiming one address is right cannot be
+        # told: both are left out and reported, the rest of the host works.
         devices = world_devices() + [
             ('pci_dup', X.pci('0000:81:00.0', name='pci_dup'), ('pci',))]
-        exc = self.assertRaises(
-            exception.NodeDeviceXMLInvalid,
-            double_host(self.double(devices), nodename=NODE).discover,
-            DEFAULT_SETTINGS)
-        self.assertIn('0000:81:00.0', str(exc))
+        host = double_host(self.double(devices), nodename=NODE)
+        records = host.discover(DEFAULT_SETTINGS)
+        self.assertNotIn('0000:81:00.0', {r['address'] for r in records})
+        self.assertIn(GPU1, {r['address'] for r in records})
+        self.assertEqual(
+            ['pci_0000_81_00_0', 'pci_dup'],
+            sorted(p.kwargs['device'] for p in host.left_out))
+        for problem in host.left_out:
+            self.assertIsInstance(problem, exception.NodeDeviceLeftOut)
+            self.assertIn('address 0000:81:00.0 is also that of node '
+                          'device', str(problem))
 
     def test_numa_topology(self):
         caps_xml = ("<capabilities><host><topology><cells num='1'>"
@@ -588,13 +596,18 @@ class ErrorTest(_Base):
         self.assertRaises(KeyError, double_host(conn, nodename=NODE)
                           .discover, DEFAULT_SETTINGS)
 
-    def test_bad_xml_is_not_a_hypervisor_error(self):
+    def test_bad_xml_device_is_left_out_not_a_hypervisor_error(self):
         conn = self.double(world_devices())
         conn.add('pci_0000_aa_00_0', '<device>', 'pci')
-        exc = self.assertRaises(
-            exception.NodeDeviceXMLInvalid,
-            double_host(conn, nodename=NODE).discover, DEFAULT_SETTINGS)
-        self.assertIn('pci_0000_aa_00_0', str(exc))
+        host = double_host(conn, nodename=NODE)
+        records = host.discover(DEFAULT_SETTINGS)
+        self.assertEqual(summary(records), summary(double_host(
+            self.double(world_devices()), nodename=NODE).discover(
+                DEFAULT_SETTINGS)))
+        (problem,) = host.left_out
+        self.assertEqual('warning', problem.severity)
+        self.assertIn('Node device pci_0000_aa_00_0 left out: malformed XML',
+                      str(problem))
 
     def test_no_connection(self):
         self.assertRaises(exception.InvalidValue, host_mod.Host, None)

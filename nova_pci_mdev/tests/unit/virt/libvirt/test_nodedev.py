@@ -249,7 +249,7 @@ class ParseBadTest(testtools.TestCase):
                 xml, device_name='listed_name')
             for word in words:
                 self.assertIn(word, str(exc), case)
-            self.assertIsInstance(exc, exception.Invalid)
+            self.assertIsInstance(exc, exception.HostDescriptionInvalid)
 
     def test_error_names_the_device(self):
         exc = self.assertRaises(
