@@ -238,14 +238,14 @@ class SampleNovaConfTest(testtools.TestCase):
 
     def test_every_alias_can_be_served(self):
         from nova_pci_mdev.pci import request
-        from nova_pci_mdev.pci import stats
+        from nova_pci_mdev.pci import pools
         whitelisted = [r for r in self._records()
                        if self.settings.whitelist.match(r)]
 
         def serves(spec, r):
             # Parent pools serve only a spec that names their dev_type.
             return all(r.get(k) == v for k, v in spec.items()) and (
-                r['dev_type'] not in stats.EXPLICIT_DEV_TYPES
+                r['dev_type'] not in pools.EXPLICIT_DEV_TYPES
                 or spec.get('dev_type') == r['dev_type'])
 
         names = self.settings.aliases.names()

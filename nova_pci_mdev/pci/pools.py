@@ -1,0 +1,169 @@
+"""Pools: interchangeable free devices under one key, and the plans that
+take from them (the parts of :mod:`.stats` that hold no host-wide state).
+
+A :class:`Pool` gathers the free devices that agree on a :class:`PoolKey`
+(vendor_id, product_id, dev_type, mdev_type, numa_node, device-spec tags):
+existing mdevs first, then the other devices in the order they were added,
+then the slots its parents can still create. :meth:`Pool.matches` decides
+whether a request spec may use a pool: every key equal (ids and tags case
+insensitive, ``mdev_type`` and ``numa_node`` exact), parent and ``vdpa``
+pools only for specs naming their dev_type, ``remote_managed=true`` pools
+only for specs asking for it. A :class:`Plan` records what one call would
+take without touching any pool. Pure, no I/O.
+"""
+
+import collections
+import itertools
+import typing
+
+from nova_pci_mdev.objects import fields
+
+DevType = fields.PciDeviceType
+
+#: Pools of these dev_types serve only specs that name the dev_type.
+EXPLICIT_DEV_TYPES = frozenset((DevType.SRIOV_PF, DevType.MDEV_PF,
+                                DevType.VDPA))
+#: Spec and tag keys that Placement matches; pools and matching ignore them.
+IGNORED_KEYS = frozenset(('resource_class', 'traits', 'rp_uuids', 'rp_uuid'))
+REMOTE_MANAGED = 'remote_managed'
+#: Keys compared case-sensitively (sysfs names, numbers).
+_EXACT_KEYS = frozenset(('mdev_type', 'numa_node'))
+#: Where a busy device sits (remembered, not counted).
+BUSY = 'busy'
+
+
+class PoolKey(typing.NamedTuple):
+    """What the devices of one pool agree on (see the module docstring);
+    ``tags`` is a sorted tuple of (key, value) pairs."""
+
+    vendor_id: str
+    product_id: str
+    dev_type: str | None
+    mdev_type: str | None
+    numa_node: int | None
+    tags: tuple
+
+    @classmethod
+    def of(cls, vendor_id, product_id, dev_type, mdev_type, numa_node, tags):
+        """The key, normalised: ids lower case, ignored tags dropped."""
+        return cls((vendor_id or '').lower(), (product_id or '').lower(),
+                   dev_type, mdev_type, numa_node,
+                   tuple(sorted((k, v) for k, v in tags.items()
+                                if k not in IGNORED_KEYS)))
+
+    def sort_key(self):
+        return (self.vendor_id, self.product_id, self.dev_type or '',
+                self.mdev_type or '', self.numa_node is None,
+                self.numa_node or 0,
+                tuple((k, v or '') for k, v in self.tags))
+
+
+def _norm(key, value):
+    if value is None:
+        return None
+    value = str(value)
+    return value if key in _EXACT_KEYS else value.lower()
+
+
+def _truthy(value):
+    return str(value).lower() in ('true', '1', 'yes', 'on')
+
+
+class Pool(object):
+    """Free devices of one key: ``existing`` mdevs first, then the rest,
+    then slots still to create (``creatable``: parent address -> [parent,
+    count], see :mod:`.capacity`)."""
+
+    __slots__ = ('key', 'attrs', 'existing', 'other', 'busy', 'spare',
+                 'creatable', 'creatable_total')
+
+    def __init__(self, key):
+        self.key = key
+        self.attrs = dict(key.tags)
+        self.attrs.update(vendor_id=key.vendor_id, product_id=key.product_id,
+                          dev_type=key.dev_type, mdev_type=key.mdev_type,
+                          numa_node=key.numa_node)
+        self.existing = collections.OrderedDict()
+        self.other = collections.OrderedDict()
+        self.busy = set()
+        self.spare = 0
+        self.creatable = collections.OrderedDict()
+        self.creatable_total = 0
+
+    dev_type = property(lambda self: self.key.dev_type)
+    numa_node = property(lambda self: self.key.numa_node)
+
+    @property
+    def count(self):
+        return (self.spare + len(self.existing) + len(self.other)
+                + self.creatable_total)
+
+    def free_devices(self):
+        return itertools.chain(self.existing.values(), self.other.values())
+
+    def serves(self, request):
+        """Whether any spec of ``request`` may use this pool."""
+        return any(self.matches(spec) for spec in request.spec)
+
+    def matches(self, spec, restricted=True):
+        """Every key of ``spec`` equals this pool's value.
+
+        With ``restricted`` also apply the rules on parent, vdpa and
+        remote-managed pools.
+        """
+        for key, value in spec.items():
+            if key not in IGNORED_KEYS and (
+                    _norm(key, self.attrs.get(key)) != _norm(key, value)):
+                return False
+        if restricted:
+            if (self.dev_type in EXPLICIT_DEV_TYPES and
+                    _norm('dev_type', spec.get('dev_type')) !=
+                    _norm('dev_type', self.dev_type)):
+                return False
+            if (_truthy(self.attrs.get(REMOTE_MANAGED)) and
+                    not _truthy(spec.get(REMOTE_MANAGED))):
+                return False
+        return True
+
+
+class NewSlot(object):
+    """A slot still to create that a plan takes from ``parent``."""
+
+    __slots__ = ('parent',)
+
+    def __init__(self, parent):
+        self.parent = parent
+
+
+class Plan(object):
+    """What one call would take; the pools stay untouched until commit."""
+
+    def __init__(self):
+        self.removed = collections.Counter()   # pool key -> free ones gone
+        self.blocked = set()                   # addresses taken or blocked
+        self.spare = collections.Counter()     # pool key -> spare taken
+        self.cursors = {}
+        self.picks = []                        # (request, device)
+        self.new = collections.Counter()       # parent -> slots to create
+        self.whole = set()                     # parents taken whole
+
+    def available(self, pool):
+        return pool.count - self.removed[pool.key]
+
+    def free_per_parent(self, pool, counts):
+        """Add the free children of ``pool`` (devices and slots still to
+        create) that this plan left, per (parent, NUMA node)."""
+        for dev in pool.free_devices():
+            if dev.parent_addr and dev.address not in self.blocked:
+                counts[(dev.parent_addr, pool.numa_node)] += 1
+        for address, (_parent, count) in pool.creatable.items():
+            if address not in self.whole:
+                counts[(address, pool.numa_node)] += max(
+                    0, count - self.new[address])
+
+
+def restricted_to(pool):
+    """The ``(key, value)`` a request must name to use ``pool``."""
+    if pool.dev_type in EXPLICIT_DEV_TYPES:
+        return ('device_type', pool.dev_type)
+    return (REMOTE_MANAGED, 'true')
