@@ -16,6 +16,7 @@ import testtools
 from nova_pci_mdev import exception
 from nova_pci_mdev import objects
 from nova_pci_mdev.objects import pci_device
+from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev import store as store_lib
 from nova_pci_mdev.tests.unit.pci import test_manager as world
@@ -127,7 +128,7 @@ class TestRoundTrip(StoreTestCase):
         self.assertEqual(world.snapshot(tracker), world.snapshot(again))
         self.assertEqual(([], []), again.pop_changes())
         self.assertNotIn(world.PCI, again.devices)
-        self.assertTrue(manager.is_missing(again.devices[world.SLOT3]))
+        self.assertTrue(device_table.is_missing(again.devices[world.SLOT3]))
         for address, dev in tracker.devices.items():
             self.assertEqual(_values(dev), _values(again.devices[address]),
                              address)

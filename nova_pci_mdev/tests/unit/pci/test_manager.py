@@ -24,6 +24,7 @@ from nova_pci_mdev import exception
 from nova_pci_mdev import numa
 from nova_pci_mdev import objects
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev.tests.fixtures import opcount
 
@@ -255,7 +256,7 @@ class TestSync(testtools.TestCase):
             report = tracker.sync(without(world_records(), VF1, VF2))
             self.assertEqual(((), (), (VF2,), (VF1,)), tuple(report))
             vf1 = tracker.devices[VF1]
-            self.assertTrue(manager.is_missing(vf1))
+            self.assertTrue(device_table.is_missing(vf1))
             self.assertEqual('true', vf1.extra_info['missing'])
             self.assertEqual(INST_A, vf1.instance_uuid)
             changed, deleted = tracker.pop_changes()
@@ -294,12 +295,12 @@ class TestSync(testtools.TestCase):
         tracker = new_tracker(records=world_records())
         tracker.claim_devices(INST_A, [SLOT2])
         tracker.sync(without(world_records(), SLOT2))
-        self.assertTrue(manager.is_missing(tracker.devices[SLOT2]))
+        self.assertTrue(device_table.is_missing(tracker.devices[SLOT2]))
         tracker.pop_changes()
         report = tracker.sync(world_records())
         self.assertEqual(((), (SLOT2,), (), ()), tuple(report))
         slot = tracker.devices[SLOT2]
-        self.assertFalse(manager.is_missing(slot))
+        self.assertFalse(device_table.is_missing(slot))
         self.assertEqual((S.CLAIMED, INST_A), (slot.status,
                                                slot.instance_uuid))
         self.assertEqual([slot], tracker.pop_changes()[0])
@@ -664,7 +665,7 @@ class TestLoad(testtools.TestCase):
         again = manager.PciDevTracker(FakeWhitelist(excluded={VF1, VF2}),
                                       TOPOLOGY, copies)
         self.assertNotIn(VF2, again.devices)
-        self.assertTrue(manager.is_missing(again.devices[VF1]))
+        self.assertTrue(device_table.is_missing(again.devices[VF1]))
         changed, deleted = again.pop_changes()
         self.assertEqual([VF1], [d.address for d in changed])
         self.assertEqual([VF2], deleted)

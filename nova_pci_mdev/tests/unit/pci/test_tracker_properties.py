@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 import testtools
 
 from nova_pci_mdev import exception
+from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev import store as store_lib
 from nova_pci_mdev.tests.unit.pci import test_manager as world
@@ -137,7 +138,7 @@ class TrackerMachine(stateful.RuleBasedStateMachine):
         report = self.tracker.sync(records)
         assert set(report.kept) == {
             a for a, d in self.tracker.devices.items()
-            if manager.is_missing(d)}
+            if device_table.is_missing(d)}
         self.save()
 
     @stateful.rule(instance=st.sampled_from(INSTANCES),
@@ -236,9 +237,9 @@ class TrackerMachine(stateful.RuleBasedStateMachine):
         assert listed <= set(devices), listed - set(devices)
         for address, dev in devices.items():
             if address in listed:
-                assert not manager.is_missing(dev), address
+                assert not device_table.is_missing(dev), address
             else:
-                assert dev.status in BUSY and manager.is_missing(dev), (
+                assert dev.status in BUSY and device_table.is_missing(dev), (
                     address, dev.status)
         for rec in self.records:
             if rec['address'] in listed:

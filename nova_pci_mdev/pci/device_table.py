@@ -1,0 +1,144 @@
+"""The tracker's table of devices: links, owners and the change log.
+
+:class:`DeviceTable` is the state :class:`.manager.PciDevTracker` keeps, and
+the bookkeeping on it that has no policy: devices by address, their
+device-spec tags, the per-instance index of owners, parent/child links
+rebuilt in one pass, free statuses derived from the relatives, and the
+changes since the store last saved. Pure, no I/O; linear in the devices
+it touches (dicts and sets keyed by address).
+"""
+
+import types
+
+from nova_pci_mdev.objects import extra_info
+from nova_pci_mdev.objects import fields
+
+Status = fields.PciDeviceStatus
+
+
+def is_missing(dev):
+    """True if ``dev`` is in use but no longer on the host / whitelisted."""
+    return extra_info.is_true(dev.extra_info, extra_info.MISSING)
+
+
+def derived_status(dev):
+    """The status a free ``dev`` must have, given its relatives."""
+    if dev.is_parent:
+        status = Status.AVAILABLE
+        for child in dev.child_devices:
+            if child.status == Status.ALLOCATED:
+                return Status.UNAVAILABLE
+            if child.status == Status.CLAIMED:
+                status = Status.UNCLAIMABLE
+        return status
+    parent = dev.parent_device
+    if parent is not None:
+        if parent.status == Status.CLAIMED:
+            return Status.UNCLAIMABLE
+        if parent.status == Status.ALLOCATED:
+            return Status.UNAVAILABLE
+    return Status.AVAILABLE
+
+
+def family(devs):
+    """``devs`` with their parents and children, once each, by address."""
+    out = {}
+    for dev in devs:
+        out[dev.address] = dev
+        if dev.parent_device is not None:
+            out[dev.parent_device.address] = dev.parent_device
+        for child in dev.child_devices:
+            out[child.address] = child
+    return list(out.values())
+
+
+class DeviceTable(object):
+    """Devices by address with their tags, owners, links and changes."""
+
+    def __init__(self):
+        self._devs = {}            # address -> PciDevice
+        self._tags = {}            # address -> device-spec tags
+        self._by_instance = {}     # instance uuid -> {address: None}
+        self._changed = {}         # address -> PciDevice, since pop_changes
+        self._deleted = set()      # addresses, since pop_changes
+        self._applied = {}         # address -> last record synced in
+
+    # -- read access -------------------------------------------------------
+
+    @property
+    def devices(self):
+        """Read-only mapping address -> :class:`PciDevice`."""
+        return types.MappingProxyType(self._devs)
+
+    def devices_of(self, instance_uuid):
+        """The devices ``instance_uuid`` holds.
+
+        In the order it got them; after a reload, in the store's order.
+        """
+        return [self._devs[address]
+                for address in self._by_instance.get(instance_uuid, ())]
+
+    def instances(self):
+        """Uuids of the instances that hold at least one device."""
+        return list(self._by_instance)
+
+    def tags_of(self, dev):
+        """The device-spec tags of a tracked device ({} if unknown)."""
+        return dict(self._tags.get(dev.address) or {})
+
+    # -- changes for the store ---------------------------------------------
+
+    def pop_changes(self):
+        """``(changed devices, deleted addresses)`` since the last call."""
+        changed = [dev for address, dev in self._changed.items()
+                   if self._devs.get(address) is dev]
+        deleted = sorted(a for a in self._deleted if a not in self._devs)
+        self._changed = {}
+        self._deleted = set()
+        return changed, deleted
+
+    # -- bookkeeping ---------------------------------------------------------
+
+    def _touch(self, dev):
+        self._changed[dev.address] = dev
+
+    def _set_missing(self, dev, missing):
+        extra = dict(dev.extra_info)
+        if missing:
+            extra[extra_info.MISSING] = extra_info.TRUE
+        else:
+            extra.pop(extra_info.MISSING, None)
+        dev.extra_info = extra
+        self._touch(dev)
+
+    def _index_add(self, instance_uuid, address):
+        self._by_instance.setdefault(instance_uuid, {})[address] = None
+
+    def _index_discard(self, instance_uuid, address):
+        held = self._by_instance.get(instance_uuid)
+        if held is not None:
+            held.pop(address, None)
+            if not held:
+                del self._by_instance[instance_uuid]
+
+    def _relink(self):
+        """Rebuild every parent/child link in one pass."""
+        for dev in self._devs.values():
+            dev.parent_device = None
+            dev.child_devices = []
+        for dev in self._devs.values():
+            if not dev.is_child or dev.parent_addr is None:
+                continue
+            parent = self._devs.get(dev.parent_addr)
+            if parent is not None and parent.is_parent:
+                dev.parent_device = parent
+                parent.child_devices.append(dev)
+
+    def _normalise(self):
+        """Give every free device the status its relatives imply."""
+        for dev in self._devs.values():
+            if dev.status in Status.FREE:
+                status = derived_status(dev)
+                if status != dev.status:
+                    dev.status = status
+                    self._touch(dev)
