@@ -31,19 +31,17 @@ from oslo_utils import strutils
 from nova_pci_mdev import exception
 from nova_pci_mdev import names
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.pci import address_spec
+from nova_pci_mdev.pci import jsonopt
 
-ANY = '*'
+ANY = address_spec.ANY
+show = jsonopt.show
 DevType = fields.PciDeviceType
 
 _HEX_ID_RE = re.compile(r'^[0-9a-fA-F]{1,4}\Z')
-_HEX_RE = re.compile(r'^[0-9a-fA-F]{1,8}\Z')
 _DEVNAME_RE = re.compile(r'^[A-Za-z0-9_.:@-]{1,64}\Z')
 _MDEV_GLOB_RE = re.compile(r'^[A-Za-z0-9_.:*?\[\]!-]{1,128}\Z')
 _GLOB_CHARS = frozenset('*?[')
-#: (name, width, maximum) of the four fields of a PCI address.
-_ADDRESS_FIELDS = (('domain', 4, 0xFFFF), ('bus', 2, 0xFF),
-                   ('slot', 2, 0x1F), ('function', 1, 0x7))
-_REGEX_KEYS = tuple(f[0] for f in _ADDRESS_FIELDS)
 #: Tags normalised to 'true'/'false' (strict boolean strings).
 BOOL_TAGS = ('managed', 'live_migratable', 'one_time_use', 'remote_managed',
              'trusted')
@@ -52,40 +50,6 @@ RESERVED_TAGS = frozenset(('dev_type', 'numa_node', 'count', 'parent_addr',
                            'label', 'dev_id', 'extra_info', 'status',
                            'instance_uuid', 'request_id', 'devices'))
 ID_RULE = 'expected 1 to 4 hex digits or "*"'
-
-
-def show(value, limit=200):
-    """A short printable form of an offending value for messages."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + '...'
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicates(pairs):
-    result = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKey(key)
-        result[key] = value
-    return result
-
-
-def load_json(text, report):
-    """Parse one option value as JSON; on failure ``report(value, rule)``."""
-    if not isinstance(text, str):
-        report(show(text), 'expected a JSON string')
-        return None
-    try:
-        return json.loads(text, object_pairs_hook=_no_duplicates)
-    except _DuplicateKey as exc:
-        report(show(text), 'key %s appears twice in one JSON object'
-               % show(exc.args[0]))
-    except (ValueError, RecursionError) as exc:
-        report(show(text), 'malformed JSON (%s)' % (exc,))
-    return None
 
 
 def parse_bool_tag(value):
@@ -98,141 +62,6 @@ def parse_bool_tag(value):
     if isinstance(value, bool):
         return 'true' if value else 'false'
     raise ValueError(value)
-
-
-# -- addresses --------------------------------------------------------------
-
-def _split_pci(address):
-    """(domain, bus, slot, function) of a PCI address string, or None."""
-    if not isinstance(address, str):
-        return None
-    m = names.PCI_ADDRESS_RE.match(address)
-    return tuple(g.lower() for g in m.groups()) if m else None
-
-
-class ExactAddress(object):
-    """One address: a PCI address, an mdev UUID or a virtual parent name."""
-
-    def __init__(self, address):
-        self.exact = address
-
-    def match(self, address):
-        return address == self.exact
-
-    def __repr__(self):
-        return 'ExactAddress(%s)' % self.exact
-
-
-class GlobAddress(object):
-    """``[[[domain]:]bus]:][slot][.[function]]``; None fields match all."""
-
-    exact = None
-
-    def __init__(self, parts):
-        self.parts = tuple(parts)
-
-    def match(self, address):
-        split = _split_pci(address)
-        if split is None:
-            return False
-        return all(p is None or p == v for p, v in zip(self.parts, split))
-
-    def __repr__(self):
-        return 'GlobAddress(%s)' % ':'.join(p or ANY for p in self.parts)
-
-
-class RegexAddress(object):
-    """Regexes per field, matched at the start of the field like Nova."""
-
-    exact = None
-
-    def __init__(self, regexes):
-        self.regexes = tuple(regexes)
-
-    def match(self, address):
-        split = _split_pci(address)
-        if split is None:
-            return False
-        return all(r.match(v) for r, v in zip(self.regexes, split))
-
-
-def _parse_glob(text, report):
-    if len(text) > 64:
-        report(show(text), 'an address glob has at most 64 characters')
-        return None
-    dbs, _sep, func = text.partition('.')
-    head = dbs.split(':') if dbs else []
-    if len(head) > 3:
-        report(show(text), 'expected [[[domain]:]bus]:][slot][.[function]] '
-               'with at most three ":"-separated fields')
-        return None
-    raw = [ANY] * (3 - len(head)) + head + [func]
-    parts = []
-    for (name, width, maximum), value in zip(_ADDRESS_FIELDS, raw):
-        value = value.strip()
-        if value in ('', ANY):
-            parts.append(None)
-            continue
-        if not _HEX_RE.match(value):
-            report(show(text), '%s %s is not "*" or a hex number'
-                   % (name, show(value)))
-            return None
-        number = int(value, 16)
-        if number > maximum:
-            report(show(text), '%s %s is greater than the maximum %X'
-                   % (name, show(value), maximum))
-            return None
-        parts.append('%0*x' % (width, number))
-    if None not in parts:
-        return ExactAddress('%s:%s:%s.%s' % tuple(parts))
-    return GlobAddress(parts)
-
-
-def _is_name_address(text):
-    """A UUID or virtual parent name (``mtty``) rather than a PCI glob."""
-    if names.is_uuid(text):
-        return True
-    if any(c in text for c in ':.*') or all(
-            c in '0123456789abcdefABCDEF' for c in text):
-        return False
-    return bool(names.PARENT_NAME_RE.fullmatch(text))
-
-
-def parse_address(value, report):
-    """An address spec from a glob string or regex dict, or None."""
-    if isinstance(value, str):
-        if value and _is_name_address(value):
-            try:
-                return ExactAddress(names.normalize_address(value))
-            except exception.InvalidPciAddress as exc:
-                report(show(value), exc.kwargs['rule'])
-                return None
-        return _parse_glob(value, report)
-    if isinstance(value, dict):
-        unknown = sorted(set(value) - set(_REGEX_KEYS))
-        if unknown:
-            report(show(value), 'unknown address key(s) %s; allowed: %s'
-                   % (', '.join(unknown), ', '.join(_REGEX_KEYS)))
-            return None
-        regexes = []
-        ok = True
-        for key in _REGEX_KEYS:
-            pattern = value.get(key, '.*')
-            if not isinstance(pattern, str):
-                report(show(value), 'address %s %s must be a string regex'
-                       % (key, show(pattern)))
-                ok = False
-                continue
-            try:
-                regexes.append(re.compile(pattern))
-            except (re.error, RecursionError, OverflowError) as exc:
-                report(show(value), 'address %s %s is not a valid regex (%s)'
-                       % (key, show(pattern), exc))
-                ok = False
-        return RegexAddress(regexes) if ok else None
-    report(show(value), 'address must be a glob string or a dict of regexes '
-           'with keys %s' % ', '.join(_REGEX_KEYS))
-    return None
 
 
 # -- devices ----------------------------------------------------------------
@@ -360,7 +189,7 @@ def _parse_mdev_type(value, bad):
 FIELD_PARSERS = {
     'vendor_id': _parse_id,
     'product_id': _parse_id,
-    'address': parse_address,
+    'address': address_spec.parse_address,
     'devname': _parse_devname,
     'mdev_type': _parse_mdev_type,
 }
@@ -427,7 +256,8 @@ def _resolve_devname(kw, resolver, bad):
     if not resolved:
         return
     try:
-        kw['address'] = ExactAddress(names.normalize_address(resolved))
+        kw['address'] = address_spec.ExactAddress(
+            names.normalize_address(resolved))
     except exception.Invalid:
         bad(show(kw['devname']), 'resolves to %s, which is not a device '
             'address' % show(resolved))

@@ -42,6 +42,7 @@ from nova_pci_mdev import names
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import instance_pci_request
 from nova_pci_mdev.pci import devspec
+from nova_pci_mdev.pci import jsonopt
 
 DevType = fields.PciDeviceType
 Policy = fields.PCINUMAAffinityPolicy
@@ -82,7 +83,7 @@ def _parse_entry(entry, bad):
     """(name, numa_policy, dev_type, spec) of one alias, or None."""
     before = bad.count
     if not isinstance(entry, dict):
-        bad(None, devspec.show(entry), 'expected a JSON object')
+        bad(None, jsonopt.show(entry), 'expected a JSON object')
         return None
     unknown = sorted(str(k) for k in entry if k not in ALIAS_KEYS)
     if unknown:
@@ -93,13 +94,13 @@ def _parse_entry(entry, bad):
     dev_type = _types(entry, spec, bad)
     policy = entry.get('numa_policy', Policy.LEGACY)
     if policy not in Policy.ALL:
-        bad('numa_policy', devspec.show(policy),
+        bad('numa_policy', jsonopt.show(policy),
             'expected one of %s' % ', '.join(Policy.ALL))
     _others(entry, spec, bad)
     if bad.count != before:
         return None
     if not _NARROWING_KEYS & set(spec):
-        bad(None, devspec.show(entry), 'alias %s names none of %s, so it '
+        bad(None, jsonopt.show(entry), 'alias %s names none of %s, so it '
             'would match every whitelisted device (Nova refuses such '
             'aliases)' % (name, ', '.join(sorted(_NARROWING_KEYS))))
         return None
@@ -110,9 +111,9 @@ def _parse_entry(entry, bad):
 
 def _name(name, bad):
     if not isinstance(name, str) or not name.strip():
-        bad('name', devspec.show(name), 'every alias needs a non-empty name')
+        bad('name', jsonopt.show(name), 'every alias needs a non-empty name')
     elif len(name) > MAX_NAME_LEN or ',' in name or ':' in name:
-        bad('name', devspec.show(name), 'at most %d characters, without '
+        bad('name', jsonopt.show(name), 'at most %d characters, without '
             '"," or ":" (they separate aliases and counts in %s)'
             % (MAX_NAME_LEN, ALIAS_SPEC))
     else:
@@ -129,7 +130,7 @@ def _ids(entry, bad):
             if isinstance(value, str) and _ID_RE.match(value):
                 spec[key] = value.lower()
             else:
-                bad(key, devspec.show(value), 'expected 4 hex digits')
+                bad(key, jsonopt.show(value), 'expected 4 hex digits')
     return spec
 
 
@@ -137,16 +138,16 @@ def _types(entry, spec, bad):
     """``device_type`` (returned) and ``mdev_type`` (into ``spec``)."""
     dev_type = entry.get('device_type')
     if 'device_type' in entry and dev_type not in DevType.ALL:
-        bad('device_type', devspec.show(dev_type),
+        bad('device_type', jsonopt.show(dev_type),
             'expected one of %s' % ', '.join(DevType.ALL))
     if 'mdev_type' in entry:
         try:
             spec['mdev_type'] = names.validate_mdev_type(entry['mdev_type'])
         except exception.Invalid:
-            bad('mdev_type', devspec.show(entry['mdev_type']),
+            bad('mdev_type', jsonopt.show(entry['mdev_type']),
                 names.MDEV_TYPE_RULE)
         if dev_type in DevType.ALL and dev_type not in _TYPED:
-            bad('device_type', devspec.show(dev_type),
+            bad('device_type', jsonopt.show(dev_type),
                 'an alias with mdev_type asks for %s (an NVIDIA vGPU VF)'
                 % ', '.join(_TYPED))
     return dev_type
@@ -155,18 +156,18 @@ def _types(entry, spec, bad):
 def _others(entry, spec, bad):
     """``capability_type``, ``live_migratable`` and the ignored keys."""
     if entry.get('capability_type', 'pci') != 'pci':
-        bad('capability_type', devspec.show(entry['capability_type']),
+        bad('capability_type', jsonopt.show(entry['capability_type']),
             'the only capability type is "pci"')
     if 'live_migratable' in entry:
         try:
             spec['live_migratable'] = devspec.parse_bool_tag(
                 entry['live_migratable'])
         except ValueError:
-            bad('live_migratable', devspec.show(entry['live_migratable']),
+            bad('live_migratable', jsonopt.show(entry['live_migratable']),
                 'expected a boolean such as "yes" or "no"')
     for key in IGNORED_KEYS:
         if key in entry and not isinstance(entry[key], str):
-            bad(key, devspec.show(entry[key]), 'expected a string')
+            bad(key, jsonopt.show(entry[key]), 'expected a string')
 
 
 class _Reporter(object):
@@ -234,7 +235,7 @@ class AliasTable(object):
             label = 'entry %d' % number
 
             bad = _Reporter(problems, warnings, group, option, label)
-            entry = devspec.load_json(text, lambda v, r: bad(None, v, r))
+            entry = jsonopt.load_json(text, lambda v, r: bad(None, v, r))
             if entry is None:
                 continue
             parsed = _parse_entry(entry, bad)
@@ -243,11 +244,11 @@ class AliasTable(object):
             name, policy, dev_type, spec = parsed
             for key in IGNORED_KEYS:
                 if key in entry:
-                    bad(key, devspec.show(entry[key]), 'ignored: only '
+                    bad(key, jsonopt.show(entry[key]), 'ignored: only '
                         "Nova's PCI in Placement uses it", warn=True)
             if not ({'vendor_id', 'product_id'} <= set(spec)
                     or 'mdev_type' in spec):
-                bad(None, devspec.show(text), 'alias %s names neither '
+                bad(None, jsonopt.show(text), 'alias %s names neither '
                     'vendor_id and product_id nor mdev_type, so it matches '
                     'every whitelisted device of %s' % (name, ', '.join(
                         '%s %s' % (k, spec[k]) for k in sorted(spec)
@@ -256,11 +257,11 @@ class AliasTable(object):
             if known is None:
                 merged[name] = [policy, dev_type, [spec], label]
             elif known[0] != policy:
-                bad('numa_policy', devspec.show(policy),
+                bad('numa_policy', jsonopt.show(policy),
                     'alias %s already has numa_policy %s (%s); same-name '
                     'aliases must agree' % (name, known[0], known[3]))
             elif known[1] != dev_type:
-                bad('device_type', devspec.show(dev_type),
+                bad('device_type', jsonopt.show(dev_type),
                     'alias %s already asks for device_type %s (%s); '
                     'same-name aliases must agree'
                     % (name, known[1], known[3]))

@@ -19,6 +19,7 @@ Invariants:
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.pci import devspec
+from nova_pci_mdev.pci import jsonopt
 
 ANY = devspec.ANY
 
@@ -71,7 +72,7 @@ class Whitelist(object):
         specs = []
         for number, text in enumerate(values, 1):
             label = 'entry %d' % number
-            data = devspec.load_json(
+            data = jsonopt.load_json(
                 text, lambda v, rule: report_entry(v, label + ': ' + rule))
             if data is None:
                 continue
@@ -81,7 +82,7 @@ class Whitelist(object):
                 items = [('%s.%d' % (label, i), d)
                          for i, d in enumerate(data, 1)]
             else:
-                report_entry(devspec.show(text), '%s: expected a JSON object '
+                report_entry(jsonopt.show(text), '%s: expected a JSON object '
                              'or a list of objects' % label)
                 continue
             for sub_label, entry in items:

@@ -3,7 +3,9 @@
 import testtools
 
 from nova_pci_mdev.objects import pci_device
+from nova_pci_mdev.pci import address_spec
 from nova_pci_mdev.pci import devspec
+from nova_pci_mdev.pci import jsonopt
 
 GPU = '0000:84:00.0'
 SLOT = '6f0d6a3e-4a8a-4f4e-9e5c-3a3c0a9b1c01'
@@ -85,7 +87,7 @@ class ParseAddressTest(testtools.TestCase):
     def test_good(self):
         for value, exact, yes, no in self.GOOD:
             problems = []
-            spec = devspec.parse_address(
+            spec = address_spec.parse_address(
                 value, lambda v, r: problems.append(r))
             self.assertEqual([], problems, value)
             self.assertEqual(exact, spec.exact, value)
@@ -95,7 +97,7 @@ class ParseAddressTest(testtools.TestCase):
     def test_bad(self):
         for value, words in self.BAD:
             problems = []
-            spec = devspec.parse_address(
+            spec = address_spec.parse_address(
                 value, lambda v, r: problems.append(r))
             self.assertIsNone(spec, value)
             self.assertEqual(1, len(problems), value)
@@ -275,11 +277,11 @@ class HelpersTest(testtools.TestCase):
     def test_load_json(self):
         problems = []
         report = lambda v, r: problems.append(r)  # noqa: E731
-        self.assertEqual({'a': 1}, devspec.load_json('{"a": 1}', report))
-        self.assertIsNone(devspec.load_json('{"a": 1, "a": 2}', report))
-        self.assertIsNone(devspec.load_json('{"a": ', report))
-        self.assertIsNone(devspec.load_json('[' * 100000, report))
-        self.assertIsNone(devspec.load_json(None, report))
+        self.assertEqual({'a': 1}, jsonopt.load_json('{"a": 1}', report))
+        self.assertIsNone(jsonopt.load_json('{"a": 1, "a": 2}', report))
+        self.assertIsNone(jsonopt.load_json('{"a": ', report))
+        self.assertIsNone(jsonopt.load_json('[' * 100000, report))
+        self.assertIsNone(jsonopt.load_json(None, report))
         self.assertEqual(4, len(problems))
         self.assertIn('appears twice', problems[0])
         self.assertIn('malformed JSON', problems[1])
@@ -292,5 +294,5 @@ class HelpersTest(testtools.TestCase):
             self.assertRaises(ValueError, devspec.parse_bool_tag, bad)
 
     def test_show_truncates(self):
-        self.assertEqual(203, len(devspec.show('x' * 500)))
-        self.assertEqual("'ab'", devspec.show('ab'))
+        self.assertEqual(203, len(jsonopt.show('x' * 500)))
+        self.assertEqual("'ab'", jsonopt.show('ab'))

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 import testtools
 
 from nova_pci_mdev import exception
+from nova_pci_mdev.pci import address_spec
 from nova_pci_mdev.pci import devspec
 from nova_pci_mdev.pci import whitelist
 from nova_pci_mdev.tests.unit.pci import test_devspec as t
@@ -109,7 +110,7 @@ class MatchTest(testtools.TestCase):
                 calls.append(self.position)
                 return super().match(dev)
 
-        specs = [Counting(position=i, address=devspec.ExactAddress(
+        specs = [Counting(position=i, address=address_spec.ExactAddress(
             '0000:%02x:%02x.0' % (i // 32, i % 32))) for i in range(2000)]
         specs += [Counting(position=2000 + i, vendor_id='%04x' % i,
                            product_id='0001') for i in range(2000)]
