@@ -11,6 +11,7 @@ import dataclasses
 
 from nova_pci_mdev import exception
 from nova_pci_mdev import names
+from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.virt.libvirt import config as vconfig
 from nova_pci_mdev.virt.libvirt import nvidia_vf
@@ -52,6 +53,16 @@ def slot_of(dev):
 
 def cell_ids(cells):
     return tuple(c.id for c in cells) if cells else None
+
+
+def missing_mdevs(devices):
+    """UUIDs of the allocated mdev slots among ``devices`` whose mdev the
+    host does not run (vanished, or defined but stopped)."""
+    return tuple(d.address for d in devices
+                 if d.dev_type == DevType.MDEV_VF
+                 and d.status == fields.PciDeviceStatus.ALLOCATED
+                 and not extra_info.is_true(d.extra_info,
+                                            extra_info.MDEV_EXISTS))
 
 
 def record(flavor, choice, extra=None):

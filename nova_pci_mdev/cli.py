@@ -39,65 +39,13 @@ EXIT_OK, EXIT_UNSATISFIED, EXIT_INVALID, EXIT_HOST = 0, 1, 2, 3
 default_state_dir = state_dir_mod.default_state_dir
 
 
-def _host_file(uri):
-    """The host XML file of a ``test:///path`` URI, or None."""
-    path = uri[len('test://'):]
-    return path if path.startswith('/') and path != '/default' else None
-
-
 def build_compute_host(args, settings):
-    from nova_pci_mdev import store as store_mod
-    from nova_pci_mdev import compute as compute_mod
-    from nova_pci_mdev.virt.libvirt import emulated
-    from nova_pci_mdev.virt.libvirt import host as host_mod
-    from nova_pci_mdev.virt.libvirt import mdev
-    from nova_pci_mdev.virt.libvirt import nvidia_emulated
-    from nova_pci_mdev.virt.libvirt import nvidia_sysfs
-    from nova_pci_mdev.virt.libvirt import vgpu_vfs
-
-    state_dir_mod.prepare(args.state_dir)
-    # connect() gives a Host that reopens the connection if libvirtd restarts.
-    host = host_mod.connect(args.connection)
-    conn = host.connection
-    sidecar = None
-    if args.connection.startswith('test://'):
-        host_file = _host_file(args.connection)
-        sidecar = emulated.load_sidecar(
-            emulated.sidecar_path(host_file) if host_file else None)
-    # The store first: it refuses a directory of another host, or whose
-    # store was lost, before anything else is written there.
-    store = store_mod.SqliteStore(
-        os.path.join(args.state_dir, state_dir_mod.STORE_FILE),
-        busy_timeout=60,
-        owner=state_dir_mod.owner(args.connection, (
-            sidecar and sidecar.hostname) or host.hostname),
-        beside=[os.path.join(args.state_dir, name)
-                for name in state_dir_mod.EMULATED_FILES])
-    try:
-        # NVIDIA vGPU VFs: /sys, or the sidecar's sysfs tree copied into
-        # the state directory with an emulated driver.
-        vf_sysfs = nvidia_sysfs.NvidiaVfSysfs('/')
-        if sidecar is not None:
-            host = emulated.EmulatedHost(conn, args.state_dir, sidecar,
-                                         libvirt=host.libvirt)
-            backend = host.backend
-            vf_sysfs = (nvidia_emulated.seeded_sysfs(sidecar.nvidia_sysfs,
-                                                     args.state_dir)
-                        if sidecar.nvidia_sysfs else None)
-        elif host.has_min_version(7, 3):
-            from nova_pci_mdev.virt.libvirt import mdev_libvirt
-            backend = mdev_libvirt.LibvirtNodeDeviceBackend(
-                conn, libvirt=host.libvirt, current=host.live_connection)
-        else:
-            from nova_pci_mdev.virt.libvirt import mdev_sysfs
-            backend = mdev_sysfs.SysfsBackend('/')
-        args.compute = compute_mod.ComputeHost(
-            host, settings, store, mdev.MdevManager(backend),
-            host.numa_topology(), vgpus=vgpu_vfs.VgpuVfManager(vf_sysfs))
-        return args.compute
-    except BaseException:
-        store.close()
-        raise
+    """:func:`nova_pci_mdev.wiring.build_compute_host`, imported when a
+    command runs (it pulls in the whole library)."""
+    from nova_pci_mdev import wiring
+    # Kept on args so that main() can report what discovery left out.
+    args.compute = wiring.build_compute_host(args, settings)
+    return args.compute
 
 
 def load_settings(args):
@@ -291,7 +239,8 @@ def cmd_release(args, out):
 
 # -- argument parsing ------------------------------------------------------
 
-def build_parser():
+def _common_options():
+    """The options every command takes, before or after its name."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         '--config-file', action='append', default=argparse.SUPPRESS,
@@ -309,6 +258,11 @@ def build_parser():
     common.add_argument('--format', choices=('table', 'json'),
                         default=argparse.SUPPRESS,
                         help='output format (default: table)')
+    return common
+
+
+def build_parser():
+    common = _common_options()
     parser = argparse.ArgumentParser(
         prog='nova-pci-mdev', parents=[common],
         description='Mediated devices through Nova\'s PCI passthrough '

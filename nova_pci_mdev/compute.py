@@ -36,7 +36,6 @@ Placement path (their slots are not ``reserved`` in the provider tree).
 
 import contextlib
 import dataclasses
-import uuid as uuid_lib
 
 from nova_pci_mdev import claims
 from nova_pci_mdev import exception
@@ -55,9 +54,6 @@ from nova_pci_mdev.virt.libvirt import vgpu_vfs
 
 DevType = fields.PciDeviceType
 Status = fields.PciDeviceStatus
-
-ROOT_NAMESPACE = uuid_lib.uuid5(uuid_lib.NAMESPACE_DNS,
-                                'compute-nodes.nova-pci-mdev')
 
 
 class _UsableDevices(object):
@@ -113,10 +109,6 @@ class _DryRun(Exception):
     """Unwinds a session so that its transaction rolls back."""
 
 
-def root_provider_uuid(nodename):
-    return str(uuid_lib.uuid5(ROOT_NAMESPACE, nodename))
-
-
 class ComputeHost(object):
     """A compute host: hypervisor, configuration, state and mdevs.
 
@@ -136,7 +128,7 @@ class ComputeHost(object):
         self.mdevs = mdevs
         self.topology = topology
         self.nodename = host.hostname
-        self.root_uuid = root_provider_uuid(self.nodename)
+        self.root_uuid = placement.root_provider_uuid(self.nodename)
         self._whitelist = _UsableDevices(settings.whitelist)
         self._slots = records_mod.SlotFactory(self.nodename)
 
@@ -193,21 +185,13 @@ class ComputeHost(object):
                 (objects_pci.PciDevice.create(rec) for rec in s.records
                  if rec['address'] not in tracked),
                 key=lambda d: d.address)
-            used = {}
-            for rec in s.instances.values():
-                for prov, res in (rec.get('allocations') or {}).items():
-                    for rc, amount in res.items():
-                        key = (prov, rc)
-                        used[key] = used.get(key, 0) + amount
-            missing = tuple(d.address for d in devices
-                            if d.dev_type == DevType.MDEV_VF
-                            and d.status == Status.ALLOCATED
-                            and not extra_info.is_true(
-                                d.extra_info, extra_info.MDEV_EXISTS))
-            return Snapshot(devices=devices, unlisted=unlisted,
-                            pools=s.tracker.stats.to_pool_list(),
-                            tree=self._tree(s), instances=dict(s.instances),
-                            placement_used=used, missing=missing)
+            return Snapshot(
+                devices=devices, unlisted=unlisted,
+                pools=s.tracker.stats.to_pool_list(), tree=self._tree(s),
+                instances=dict(s.instances),
+                placement_used=allocation.placement_used(
+                    s.instances.values()),
+                missing=claims.missing_mdevs(devices))
 
     def _placement_held(self, s):
         return {uuid for uuid, rec in s.instances.items()

@@ -72,6 +72,33 @@ def _read(conf, group, option, report):
     return False, None
 
 
+def _device_addresses(conf, group, mdev_type, owner, report, problems):
+    """The normalised ``device_addresses`` of ``[group]``; an address
+    another type lists (``owner``: address -> first type) is refused."""
+    _ok, raw_addresses = _read(conf, group, 'device_addresses', report)
+    addresses = []
+    for raw in raw_addresses or ():
+        try:
+            address = names.normalize_address(raw.strip())
+        except exception.Invalid:
+            report(group, 'device_addresses', repr(raw), names.ADDRESS_RULE)
+            continue
+        if address in owner:
+            first = owner[address]
+            if first == mdev_type:
+                problems.append(exception.ConfigWarning(
+                    group=group, option='device_addresses',
+                    value=repr(raw), rule='listed twice'))
+            else:
+                report(group, 'device_addresses', repr(raw),
+                       'already listed in [%s] device_addresses; a '
+                       'parent exposes one type' % devices.group_name(first))
+            continue
+        owner[address] = mdev_type
+        addresses.append(address)
+    return addresses
+
+
 def read_mdev_types(conf, enabled, problems):
     """``{type: MdevTypeOptions}`` in ``enabled`` order; report problems.
 
@@ -86,29 +113,8 @@ def read_mdev_types(conf, enabled, problems):
     for mdev_type in enabled:
         group = devices.group_name(mdev_type)
         count = len(problems)
-        ok, raw_addresses = _read(conf, group, 'device_addresses', report)
-        addresses = []
-        for raw in raw_addresses or ():
-            try:
-                address = names.normalize_address(raw.strip())
-            except exception.Invalid:
-                report(group, 'device_addresses', repr(raw),
-                       names.ADDRESS_RULE)
-                continue
-            if address in owner:
-                first = owner[address]
-                if first == mdev_type:
-                    problems.append(exception.ConfigWarning(
-                        group=group, option='device_addresses',
-                        value=repr(raw), rule='listed twice'))
-                else:
-                    report(group, 'device_addresses', repr(raw),
-                           'already listed in [%s] device_addresses; a '
-                           'parent exposes one type'
-                           % devices.group_name(first))
-                continue
-            owner[address] = mdev_type
-            addresses.append(address)
+        addresses = _device_addresses(conf, group, mdev_type, owner,
+                                      report, problems)
         ok, mdev_class = _read(conf, group, 'mdev_class', report)
         resource_class = None
         if ok:

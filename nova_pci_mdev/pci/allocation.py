@@ -68,6 +68,17 @@ def _shortfall(tree, devices, tracker, suffix, rc, amount, taken, cell_ids,
                    ', '.join(free) or 'none', total, where))
 
 
+def placement_used(records):
+    """``{(provider uuid, resource class): amount}`` held through the
+    Placement path by the instance ``records`` (their ``allocations``)."""
+    used = {}
+    for rec in records:
+        for prov, res in (rec.get('allocations') or {}).items():
+            for rc, amount in res.items():
+                used[(prov, rc)] = used.get((prov, rc), 0) + amount
+    return used
+
+
 def local_allocations(tree, tracker, resource_groups, numa_cells=None,
                       isolate=False):
     """Choose providers for ``resource_groups`` without a Placement service.

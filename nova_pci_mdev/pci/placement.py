@@ -110,6 +110,17 @@ def provider_name(nodename, dev_id):
     return name
 
 
+#: Namespace of the root provider's uuid5 of the compute node name (fixed
+#: forever, like PROVIDER_NAMESPACE).
+ROOT_NAMESPACE = uuid_lib.uuid5(uuid_lib.NAMESPACE_DNS,
+                                'compute-nodes.nova-pci-mdev')
+
+
+def root_provider_uuid(nodename):
+    """The compute node's root provider uuid: a uuid5 of its name."""
+    return str(uuid_lib.uuid5(ROOT_NAMESPACE, nodename))
+
+
 def provider_uuid(name):
     """The stable uuid of the provider called ``name``."""
     return str(uuid_lib.uuid5(PROVIDER_NAMESPACE, name))

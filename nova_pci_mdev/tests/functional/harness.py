@@ -3,7 +3,7 @@
 A :class:`SimHost` is one compute host as the product code sees it: a
 libvirt connection, an mdev lifecycle backend, a SQLite store in the host's
 own state directory and a :class:`~nova_pci_mdev.compute.ComputeHost`
-built on them exactly as ``cli.build_compute_host`` does. The host is
+built on them exactly as ``wiring.build_compute_host`` does. The host is
 described once by a :class:`~..fixtures.fakelibvirt.FakeHost`
 builder and runs on one of two hypervisors:
 

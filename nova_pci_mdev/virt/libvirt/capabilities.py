@@ -119,36 +119,9 @@ def topology_from_dict(data, source='<dict>'):
     if unknown_top:
         raise error('unknown key(s) %s at top level (allowed: cells)'
                     % ', '.join(unknown_top))
-    cells = []
     seen = set()
-    for pos, cell in enumerate(data['cells']):
-        where = 'cells[%d]' % pos
-        if not isinstance(cell, dict):
-            raise error('%s: expected an object, got %r' % (where, cell))
-        unknown = sorted(set(cell) - set(_SIDECAR_CELL_KEYS))
-        if unknown:
-            raise error('%s: unknown key(s) %s (allowed: %s)' % (
-                where, ', '.join(unknown), ', '.join(_SIDECAR_CELL_KEYS)))
-        if not _is_count(cell.get('id')):
-            raise error('%s: id %r is not an integer >= 0'
-                        % (where, cell.get('id')))
-        if cell['id'] in seen:
-            raise error('%s: id %d appears twice' % (where, cell['id']))
-        seen.add(cell['id'])
-        socket = cell.get('socket')
-        if socket is not None and not _is_count(socket):
-            raise error('%s: socket %r is not an integer >= 0 or null'
-                        % (where, socket))
-        cpus = cell.get('cpus', [])
-        if not isinstance(cpus, list) or not all(_is_count(c) for c in cpus):
-            raise error('%s: cpus %r is not a list of integers >= 0'
-                        % (where, cpus))
-        memory = cell.get('memory_kb', 0)
-        if not _is_count(memory):
-            raise error('%s: memory_kb %r is not an integer >= 0'
-                        % (where, memory))
-        cells.append(numa.HostCell(id=cell['id'], socket=socket,
-                                   cpus=frozenset(cpus), memory_kb=memory))
+    cells = [_sidecar_cell('cells[%d]' % pos, cell, seen, error)
+             for pos, cell in enumerate(data['cells'])]
     claimed = {}
     for cell in cells:
         for cpu in cell.cpus:
@@ -157,6 +130,36 @@ def topology_from_dict(data, source='<dict>'):
                             % (cpu, claimed[cpu], cell.id))
             claimed[cpu] = cell.id
     return numa.HostTopology(cells=tuple(sorted(cells, key=lambda c: c.id)))
+
+
+def _sidecar_cell(where, cell, seen, error):
+    """One validated cell of a sidecar; ``seen`` collects the ids."""
+    if not isinstance(cell, dict):
+        raise error('%s: expected an object, got %r' % (where, cell))
+    unknown = sorted(set(cell) - set(_SIDECAR_CELL_KEYS))
+    if unknown:
+        raise error('%s: unknown key(s) %s (allowed: %s)' % (
+            where, ', '.join(unknown), ', '.join(_SIDECAR_CELL_KEYS)))
+    if not _is_count(cell.get('id')):
+        raise error('%s: id %r is not an integer >= 0'
+                    % (where, cell.get('id')))
+    if cell['id'] in seen:
+        raise error('%s: id %d appears twice' % (where, cell['id']))
+    seen.add(cell['id'])
+    socket = cell.get('socket')
+    if socket is not None and not _is_count(socket):
+        raise error('%s: socket %r is not an integer >= 0 or null'
+                    % (where, socket))
+    cpus = cell.get('cpus', [])
+    if not isinstance(cpus, list) or not all(_is_count(c) for c in cpus):
+        raise error('%s: cpus %r is not a list of integers >= 0'
+                    % (where, cpus))
+    memory = cell.get('memory_kb', 0)
+    if not _is_count(memory):
+        raise error('%s: memory_kb %r is not an integer >= 0'
+                    % (where, memory))
+    return numa.HostCell(id=cell['id'], socket=socket,
+                         cpus=frozenset(cpus), memory_kb=memory)
 
 
 def load_topology_sidecar(path):

@@ -1,0 +1,85 @@
+"""A ComputeHost assembled from a libvirt URI and a state directory.
+
+What the CLI (and the tests that run the CLI's way) works on:
+
+* ``test://...`` (the bundled sample host or a host XML file a user
+  writes): an :class:`~.virt.libvirt.emulated.EmulatedHost` whose mdevs
+  live in the state directory, its sidecar beside the host file, and an
+  emulated NVIDIA vGPU VF sysfs tree when the sidecar brings one;
+* any other URI (``qemu:///system``): the libvirt node-device mdev backend
+  on libvirt >= 7.3, else sysfs under ``/``, and ``/`` for NVIDIA VFs.
+
+The store is opened first: it refuses a state directory of another host,
+or one whose store was lost, before anything else is written there; it is
+closed again if anything after it fails.
+"""
+
+import os
+
+from nova_pci_mdev import compute as compute_mod
+from nova_pci_mdev import state_dir as state_dir_mod
+from nova_pci_mdev import store as store_mod
+from nova_pci_mdev.virt.libvirt import emulated
+from nova_pci_mdev.virt.libvirt import host as host_mod
+from nova_pci_mdev.virt.libvirt import mdev
+from nova_pci_mdev.virt.libvirt import nvidia_emulated
+from nova_pci_mdev.virt.libvirt import nvidia_sysfs
+from nova_pci_mdev.virt.libvirt import vgpu_vfs
+
+
+def host_file(uri):
+    """The host XML file of a ``test:///path`` URI, or None."""
+    path = uri[len('test://'):]
+    return path if path.startswith('/') and path != '/default' else None
+
+
+def build_compute_host(args, settings):
+    """The ComputeHost of ``args.connection`` with its state in
+    ``args.state_dir`` (see the module docstring)."""
+    state_dir_mod.prepare(args.state_dir)
+    # connect() gives a Host that reopens the connection if libvirtd restarts.
+    host = host_mod.connect(args.connection)
+    sidecar = None
+    if args.connection.startswith('test://'):
+        path = host_file(args.connection)
+        sidecar = emulated.load_sidecar(
+            emulated.sidecar_path(path) if path else None)
+    store = _open_store(args, host, sidecar)
+    try:
+        host, backend, vf_sysfs = _backends(args, host, sidecar)
+        return compute_mod.ComputeHost(
+            host, settings, store, mdev.MdevManager(backend),
+            host.numa_topology(), vgpus=vgpu_vfs.VgpuVfManager(vf_sysfs))
+    except BaseException:
+        store.close()
+        raise
+
+
+def _open_store(args, host, sidecar):
+    return store_mod.SqliteStore(
+        os.path.join(args.state_dir, state_dir_mod.STORE_FILE),
+        busy_timeout=60,
+        owner=state_dir_mod.owner(args.connection, (
+            sidecar and sidecar.hostname) or host.hostname),
+        beside=[os.path.join(args.state_dir, name)
+                for name in state_dir_mod.EMULATED_FILES])
+
+
+def _backends(args, host, sidecar):
+    """``(host, mdev backend, NVIDIA VF sysfs)`` for the connection."""
+    conn = host.connection
+    if sidecar is not None:
+        host = emulated.EmulatedHost(conn, args.state_dir, sidecar,
+                                     libvirt=host.libvirt)
+        vf_sysfs = (nvidia_emulated.seeded_sysfs(sidecar.nvidia_sysfs,
+                                                 args.state_dir)
+                    if sidecar.nvidia_sysfs else None)
+        return host, host.backend, vf_sysfs
+    if host.has_min_version(7, 3):
+        from nova_pci_mdev.virt.libvirt import mdev_libvirt
+        backend = mdev_libvirt.LibvirtNodeDeviceBackend(
+            conn, libvirt=host.libvirt, current=host.live_connection)
+    else:
+        from nova_pci_mdev.virt.libvirt import mdev_sysfs
+        backend = mdev_sysfs.SysfsBackend('/')
+    return host, backend, nvidia_sysfs.NvidiaVfSysfs('/')
