@@ -17,6 +17,7 @@ import itertools
 import typing
 
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.pci import explain
 
 DevType = fields.PciDeviceType
 
@@ -149,6 +150,26 @@ class Plan(object):
 
     def available(self, pool):
         return pool.count - self.removed[pool.key]
+
+    def shortfall(self, pools_in_order, request, numa, policy):
+        """The :class:`.explain.Shortfall` of ``request`` after this plan:
+        what the pools hold for it, by why it cannot have it."""
+        short = explain.Shortfall()
+        for pool in pools_in_order:
+            if not pool.serves(request):
+                if any(pool.matches(s, restricted=False)
+                       for s in request.spec):
+                    short.restricted[restricted_to(pool)] += (
+                        self.available(pool))
+                continue
+            short.taken += self.removed[pool.key]
+            self.free_per_parent(pool, short.by_parent)
+            if numa.rank(pool.numa_node, policy) is None:
+                short.elsewhere[pool.numa_node] += self.available(pool)
+            else:
+                short.free += self.available(pool)
+                short.busy += len(pool.busy)
+        return short
 
     def free_per_parent(self, pool, counts):
         """Add the free children of ``pool`` (devices and slots still to

@@ -387,21 +387,7 @@ class PciDeviceStats(object):
 
     def _explain_one(self, plan, index, request, numa):
         policy = request.numa_policy or Policy.LEGACY
-        short = explain_mod.Shortfall()
-        for pool in self._pools_in_order():
-            if not pool.serves(request):
-                if any(pool.matches(s, restricted=False)
-                       for s in request.spec):
-                    short.restricted[pools.restricted_to(pool)] += (
-                        plan.available(pool))
-                continue
-            short.taken += plan.removed[pool.key]
-            plan.free_per_parent(pool, short.by_parent)
-            if numa.rank(pool.numa_node, policy) is None:
-                short.elsewhere[pool.numa_node] += plan.available(pool)
-            else:
-                short.free += plan.available(pool)
-                short.busy += len(pool.busy)
+        short = plan.shortfall(self._pools_in_order(), request, numa, policy)
         specs = [{k: v for k, v in spec.items() if k not in pools.IGNORED_KEYS}
                  for spec in request.spec]
         return explain_mod.shortfall_line(request, index, specs, numa,

@@ -15,6 +15,10 @@ import nova_pci_mdev
 PACKAGE_DIR = os.path.dirname(nova_pci_mdev.__file__)
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 50
+#: Modules still over MAX_MODULE_LINES, with who splits them.
+OVER_THE_LIMIT = {
+    'nova_pci_mdev.store': 'the "robust" helper (issue 15) owns store.py',
+}
 #: The one module that may import libvirt (and only inside a function).
 SEAM = 'nova_pci_mdev.virt.libvirt.seam'
 
@@ -28,9 +32,11 @@ FORBIDDEN = {
     'nova_pci_mdev.pci': ('nova_pci_mdev.virt', 'nova_pci_mdev.conf',
                           'nova_pci_mdev.compute', 'nova_pci_mdev.store',
                           'nova_pci_mdev.cli'),
-    'nova_pci_mdev.conf': ('nova_pci_mdev.pci', 'nova_pci_mdev.virt',
-                           'nova_pci_mdev.compute', 'nova_pci_mdev.store',
-                           'nova_pci_mdev.cli'),
+    # conf/validation parses options into pci objects (devspec, alias);
+    # the Settings it returns only holds them.
+    'nova_pci_mdev.conf': ('nova_pci_mdev.virt', 'nova_pci_mdev.compute',
+                           'nova_pci_mdev.store', 'nova_pci_mdev.cli'),
+    'nova_pci_mdev.conf.settings': ('nova_pci_mdev.pci',),
     'nova_pci_mdev.virt': ('nova_pci_mdev.pci', 'nova_pci_mdev.conf',
                            'nova_pci_mdev.compute', 'nova_pci_mdev.store',
                            'nova_pci_mdev.cli'),
@@ -120,4 +126,34 @@ class LayoutTest(testtools.TestCase):
             broken.extend('%s:%d imports %s' % (name, line, mod)
                           for mod, line in imports(tree)
                           if any(_in(mod, io) for io in IO_MODULES))
+        self.assertEqual([], broken)
+
+    def test_no_module_over_the_limit(self):
+        over = {name: source.count('\n')
+                for name, (_, source) in self.modules.items()
+                if source.count('\n') > MAX_MODULE_LINES}
+        # A ratchet: a module listed here must still be over (drop it from
+        # the list once it is not), and no other may be.
+        self.assertEqual(sorted(OVER_THE_LIMIT), sorted(over), over)
+
+    def test_no_function_over_the_limit(self):
+        over = []
+        for name, tree in self.trees.items():
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    length = node.end_lineno - node.lineno + 1
+                    if length > MAX_FUNCTION_LINES:
+                        over.append('%s:%d %s (%d lines)' % (
+                            name, node.lineno, node.name, length))
+        self.assertEqual([], over)
+
+    def test_rooms_import_only_what_they_may(self):
+        broken = []
+        for name, tree in self.trees.items():
+            for room, forbidden in FORBIDDEN.items():
+                if not _in(name, room):
+                    continue
+                broken.extend('%s:%d imports %s' % (name, line, mod)
+                              for mod, line in imports(tree)
+                              if any(_in(mod, f) for f in forbidden))
         self.assertEqual([], broken)
