@@ -141,36 +141,44 @@ class UUIDField(fields.AutoTypedField):
     AUTO_TYPE = UUID()
 
 
-class PciAddress(fields.FieldType):
-    """A PCI address, an mdev UUID or a virtual parent name (normalised)."""
+class _Validated(fields.FieldType):
+    """A string that ``validate`` normalises, or refuses with ``rule``."""
+
+    rule = ''
+    max_length = 0
+
+    @staticmethod
+    def validate(value):
+        raise NotImplementedError
 
     def coerce(self, obj, attr, value):
         try:
-            return names.normalize_address(value)
+            return self.validate(value)
         except exception.Invalid:
-            raise InvalidFieldValue(field=attr, value=value,
-                                    rule=names.ADDRESS_RULE)
+            raise InvalidFieldValue(field=attr, value=value, rule=self.rule)
 
     def get_schema(self):
-        return {'type': ['string'], 'maxLength': names.MAX_ADDRESS_LEN}
+        return {'type': ['string'], 'maxLength': self.max_length}
+
+
+class PciAddress(_Validated):
+    """A PCI address, an mdev UUID or a virtual parent name (normalised)."""
+
+    validate = staticmethod(names.normalize_address)
+    rule = names.ADDRESS_RULE
+    max_length = names.MAX_ADDRESS_LEN
 
 
 class PciAddressField(fields.AutoTypedField):
     AUTO_TYPE = PciAddress()
 
 
-class MdevType(fields.FieldType):
+class MdevType(_Validated):
     """An mdev type name, safe to use as a sysfs path component."""
 
-    def coerce(self, obj, attr, value):
-        try:
-            return names.validate_mdev_type(value)
-        except exception.Invalid:
-            raise InvalidFieldValue(field=attr, value=value,
-                                    rule=names.MDEV_TYPE_RULE)
-
-    def get_schema(self):
-        return {'type': ['string'], 'maxLength': names.MAX_MDEV_TYPE_LEN}
+    validate = staticmethod(names.validate_mdev_type)
+    rule = names.MDEV_TYPE_RULE
+    max_length = names.MAX_MDEV_TYPE_LEN
 
 
 class MdevTypeField(fields.AutoTypedField):

@@ -46,37 +46,40 @@ class ExactAddress(object):
         return 'ExactAddress(%s)' % self.exact
 
 
-class GlobAddress(object):
+class _FieldwiseAddress(object):
+    """Matches a PCI address field by field (domain, bus, slot, function);
+    anything that is not a PCI address never matches."""
+
+    exact = None
+
+    def __init__(self, fields):
+        self.fields = tuple(fields)
+
+    def match(self, address):
+        split = _split_pci(address)
+        if split is None:
+            return False
+        return all(self._field_matches(f, v)
+                   for f, v in zip(self.fields, split))
+
+
+class GlobAddress(_FieldwiseAddress):
     """``[[[domain]:]bus]:][slot][.[function]]``; None fields match all."""
 
-    exact = None
-
-    def __init__(self, parts):
-        self.parts = tuple(parts)
-
-    def match(self, address):
-        split = _split_pci(address)
-        if split is None:
-            return False
-        return all(p is None or p == v for p, v in zip(self.parts, split))
+    @staticmethod
+    def _field_matches(part, value):
+        return part is None or part == value
 
     def __repr__(self):
-        return 'GlobAddress(%s)' % ':'.join(p or ANY for p in self.parts)
+        return 'GlobAddress(%s)' % ':'.join(p or ANY for p in self.fields)
 
 
-class RegexAddress(object):
+class RegexAddress(_FieldwiseAddress):
     """Regexes per field, matched at the start of the field like Nova."""
 
-    exact = None
-
-    def __init__(self, regexes):
-        self.regexes = tuple(regexes)
-
-    def match(self, address):
-        split = _split_pci(address)
-        if split is None:
-            return False
-        return all(r.match(v) for r, v in zip(self.regexes, split))
+    @staticmethod
+    def _field_matches(regex, value):
+        return regex.match(value) is not None
 
 
 def _parse_glob(text, report):
