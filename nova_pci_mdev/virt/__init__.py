@@ -1,0 +1,1 @@
+"""The host side (see :mod:`nova_pci_mdev.virt.libvirt`)."""

@@ -44,6 +44,16 @@ FORBIDDEN = {
     'nova_pci_mdev.store': ('nova_pci_mdev.virt', 'nova_pci_mdev.compute',
                             'nova_pci_mdev.cli'),
 }
+#: room -> the only project modules (prefixes) it may import.
+ALLOWED = {
+    'nova_pci_mdev.exception': (),
+    'nova_pci_mdev.names': ('nova_pci_mdev.exception',),
+    'nova_pci_mdev.numa': ('nova_pci_mdev.exception',
+                           'nova_pci_mdev.names'),
+    'nova_pci_mdev.objects': ('nova_pci_mdev.objects',
+                              'nova_pci_mdev.exception',
+                              'nova_pci_mdev.names'),
+}
 #: Modules of the standard library that mean I/O; pure rooms import none.
 IO_MODULES = ('os', 'io', 'socket', 'sqlite3', 'subprocess', 'fcntl',
               'tempfile', 'shutil', 'urllib', 'http', 'requests', 'libvirt')
@@ -156,4 +166,17 @@ class LayoutTest(testtools.TestCase):
                 broken.extend('%s:%d imports %s' % (name, line, mod)
                               for mod, line in imports(tree)
                               if any(_in(mod, f) for f in forbidden))
+        self.assertEqual([], broken)
+
+    def test_base_rooms_import_only_their_allowance(self):
+        broken = []
+        for name, tree in self.trees.items():
+            for room, allowed in ALLOWED.items():
+                if not _in(name, room):
+                    continue
+                broken.extend(
+                    '%s:%d imports %s' % (name, line, mod)
+                    for mod, line in imports(tree)
+                    if _in(mod, 'nova_pci_mdev') and mod != 'nova_pci_mdev'
+                    and not any(_in(mod, a) for a in allowed))
         self.assertEqual([], broken)
