@@ -17,6 +17,7 @@ import sys
 import uuid as uuid_lib
 
 from nova_pci_mdev import cli_live
+from nova_pci_mdev import cli_restore
 from nova_pci_mdev import data
 from nova_pci_mdev import exception
 from nova_pci_mdev import state_dir as state_dir_mod
@@ -120,8 +121,8 @@ def cmd_devices(args, out):
             compute.nodename, len(everything), len(snap.devices),
             len(snap.instances)))
         for uuid in snap.missing:
-            out.write('allocated mdev %s is not on the host (the next claim '
-                      'or release recreates it)\n' % uuid)
+            out.write('allocated mdev %s is not on the host (after a reboot '
+                      '`nova-pci-mdev restore` recreates it)\n' % uuid)
         out.write(render.device_tree(
             everything, whitelisted=lambda d: d.address not in unlisted)
             + '\n')
@@ -301,6 +302,7 @@ def build_parser():
     release = add('release', cmd_release, 'free every device of an instance')
     release.add_argument('--instance', metavar='UUID', required=True)
     cli_live.add_commands(add)
+    cli_restore.add_commands(add)
     return parser
 
 

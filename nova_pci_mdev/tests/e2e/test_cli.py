@@ -257,3 +257,50 @@ class TestOwnHost(testtools.TestCase):
             self.assertIn(text, proc.stdout)
         proc = self.cli.run(*self.opts, 'devices', expect=2)
         self.assertIn('10dex', proc.stderr)
+
+
+class TestRestoreAfterReboot(testtools.TestCase):
+    """A reboot loses the emulated host's mdevs; the views only say so,
+    ``restore`` brings each back with its UUID on its parent."""
+
+    def setUp(self):
+        super().setUp()
+        self.cli = self.useFixture(CliFixture())
+
+    def _mdevs(self):
+        with open(os.path.join(self.cli.state, 'mdevs.json')) as f:
+            return json.load(f)['mdevs']
+
+    def _reboot(self, uuid):
+        path = os.path.join(self.cli.state, 'mdevs.json')
+        with open(path) as f:
+            doc = json.load(f)
+        lost = doc['mdevs'].pop(uuid)
+        with open(path, 'w') as f:
+            json.dump(doc, f)
+        return lost
+
+    def test_views_report_restore_recreates(self):
+        claimed = self.cli.json('claim', '--extra-spec',
+                                'pci_passthrough:alias=vGPU:1',
+                                '--instance', INSTANCE)
+        uuid = claimed['devices'][0]['address']
+        lost = self._reboot(uuid)
+
+        out = self.cli.run('devices').stdout
+        self.assertIn('allocated mdev %s is not on the host' % uuid, out)
+        self.cli.run('pools')
+        self.cli.run('claim', '--dry-run', '--extra-spec',
+                     'pci_passthrough:alias=vGPU:1')
+        self.assertNotIn(uuid, self._mdevs())      # views only read
+
+        self.assertEqual('restored %s\n' % uuid,
+                         self.cli.run('restore').stdout)
+        self.assertEqual(lost, self._mdevs()[uuid])  # same parent, type
+        mine = [d for d in self.cli.json('devices')
+                if d['instance_uuid'] == INSTANCE]
+        self.assertEqual([(uuid, 'allocated')],
+                         [(d['address'], d['status']) for d in mine])
+        self.assertNotIn('is not on the host', self.cli.run('devices').stdout)
+        self.assertEqual({'host': 'sample-compute', 'restored': [],
+                          'failed': {}}, self.cli.json('restore'))
