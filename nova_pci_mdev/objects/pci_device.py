@@ -213,6 +213,29 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
     def _present_children(self):
         return [c for c in self.child_devices if c.status not in Status.GONE]
 
+    def _ancestors(self):
+        """Parent, grandparent... nearest first (a PF above a VF parent
+        above an mdev slot: three levels)."""
+        found = []
+        parent = self.parent_device
+        while (parent is not None and parent is not self
+               and all(parent is not f for f in found)):
+            found.append(parent)
+            parent = parent.parent_device
+        return found
+
+    def _descendants(self):
+        """Present children, grandchildren..."""
+        found = []
+        todo = self._present_children()
+        while todo:
+            dev = todo.pop()
+            if dev is self or any(dev is f for f in found):
+                continue
+            found.append(dev)
+            todo.extend(dev._present_children())
+        return found
+
     def _expect(self, statuses):
         if self.status not in statuses:
             raise exception.PciDeviceInvalidStatus(
@@ -226,7 +249,7 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
                 hopeowner=instance_uuid)
 
     def _check_children_free(self, tolerated=()):
-        busy = [c for c in self._present_children()
+        busy = [c for c in self._descendants()
                 if c.status != Status.AVAILABLE and c.status not in tolerated]
         if busy:
             raise exception.PciDeviceChildrenBusy(
@@ -235,49 +258,48 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
                                    for c in busy))
 
     def _check_parent_usable(self):
-        parent = self.parent_device
-        if parent is not None and parent.status not in _PARENT_OK:
-            raise exception.PciDeviceParentBusy(
-                address=self.address, parent_addr=parent.address,
-                status=parent.status, hopestatus=_PARENT_OK)
+        for parent in self._ancestors():
+            if parent.status not in _PARENT_OK:
+                raise exception.PciDeviceParentBusy(
+                    address=self.address, parent_addr=parent.address,
+                    status=parent.status, hopestatus=_PARENT_OK)
 
     def claim(self, instance_uuid):
-        """``available`` -> ``claimed`` for ``instance_uuid``."""
+        """``available`` -> ``claimed`` for ``instance_uuid``.
+
+        Every descendant must be free (they become ``unclaimable``), no
+        ancestor may be in use (the free ones become ``unclaimable``).
+        """
         self._expect((Status.AVAILABLE,))
-        if self.is_parent:
-            self._check_children_free()
-            for child in self._present_children():
-                child.status = Status.UNCLAIMABLE
-        elif self.is_child:
-            self._check_parent_usable()
-            parent = self.parent_device
-            if parent is not None and parent.status == Status.AVAILABLE:
+        self._check_children_free()
+        self._check_parent_usable()
+        for dev in self._descendants():
+            dev.status = Status.UNCLAIMABLE
+        for parent in self._ancestors():
+            if parent.status == Status.AVAILABLE:
                 parent.status = Status.UNCLAIMABLE
         self.status = Status.CLAIMED
         self.instance_uuid = instance_uuid
 
     def allocate(self, instance_uuid):
-        """``available``/``claimed`` (by the same owner) -> ``allocated``."""
+        """``available``/``claimed`` (by the same owner) -> ``allocated``;
+        descendants and ancestors become ``unavailable``."""
         self._expect((Status.AVAILABLE, Status.CLAIMED))
         if self.status == Status.CLAIMED:
             self._check_owner(instance_uuid)
-        if self.is_parent:
-            self._check_children_free(tolerated=(Status.UNCLAIMABLE,))
-            for child in self._present_children():
-                child.status = Status.UNAVAILABLE
-        elif self.is_child:
-            self._check_parent_usable()
-            if self.parent_device is not None:
-                self.parent_device.status = Status.UNAVAILABLE
+        self._check_children_free(tolerated=(Status.UNCLAIMABLE,))
+        self._check_parent_usable()
+        for dev in self._descendants() + self._ancestors():
+            dev.status = Status.UNAVAILABLE
         self.status = Status.ALLOCATED
         self.instance_uuid = instance_uuid
 
     def free(self, instance_uuid=None):
         """``claimed``/``allocated`` -> ``available``.
 
-        Returns every device that became available: this one and, for a
-        parent, its children; for a child, its parent once no sibling is
-        still in use.
+        Returns every device that became available: this one, its
+        descendants, and each ancestor once nothing below it is in use
+        (an ancestor with only claims left below it is ``unclaimable``).
         """
         self._expect((Status.CLAIMED, Status.ALLOCATED))
         self._check_owner(instance_uuid)
@@ -285,22 +307,20 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
         self.status = Status.AVAILABLE
         self.instance_uuid = None
         self.request_id = None
-        if self.is_parent:
-            for child in self._present_children():
-                child.status = Status.AVAILABLE
-                freed.append(child)
-        elif self.is_child and self.parent_device is not None:
-            parent = self.parent_device
-            if (parent.status in (Status.UNCLAIMABLE, Status.UNAVAILABLE)
-                    and all(c.status == Status.AVAILABLE
-                            for c in parent._present_children())):
-                parent.status = Status.AVAILABLE
+        for dev in self._descendants():
+            dev.status = Status.AVAILABLE
+            freed.append(dev)
+        for parent in self._ancestors():
+            if parent.status not in (Status.UNCLAIMABLE,
+                                     Status.UNAVAILABLE):
+                continue
+            below = {d.status for d in parent._descendants()}
+            status = (Status.UNAVAILABLE if Status.ALLOCATED in below
+                      else Status.UNCLAIMABLE if Status.CLAIMED in below
+                      else Status.AVAILABLE)
+            if status == Status.AVAILABLE and parent.status != status:
                 freed.append(parent)
-            elif parent.status == Status.UNAVAILABLE and not any(
-                    c.status == Status.ALLOCATED
-                    for c in parent._present_children()):
-                # Only claims remain on the siblings.
-                parent.status = Status.UNCLAIMABLE
+            parent.status = status
         return freed
 
     def remove(self):

@@ -51,10 +51,17 @@ def creatable(dev):
 
 def usable(dev):
     """``creatable(dev)`` while they can be claimed: the parent exposes a
-    type and is neither used whole (claimed, allocated) nor gone."""
+    type and neither it nor an ancestor of it (the PF of an mdev-capable
+    VF) is used whole (claimed, allocated) or gone."""
     if (dev.dev_type != DevType.MDEV_PF or not dev.mdev_type
             or dev.status in _NOT_USABLE):
         return 0
+    parent = getattr(dev, 'parent_device', None)
+    while parent is not None and parent is not dev:
+        # A PF used whole takes the slots of its VF parents with it.
+        if parent.status in _NOT_USABLE:
+            return 0
+        parent = parent.parent_device
     return creatable(dev)
 
 

@@ -22,33 +22,25 @@ def is_missing(dev):
 
 
 def derived_status(dev):
-    """The status a free ``dev`` must have, given its relatives."""
-    if dev.is_parent:
-        status = Status.AVAILABLE
-        for child in dev.child_devices:
-            if child.status == Status.ALLOCATED:
-                return Status.UNAVAILABLE
-            if child.status == Status.CLAIMED:
-                status = Status.UNCLAIMABLE
-        return status
-    parent = dev.parent_device
-    if parent is not None:
-        if parent.status == Status.CLAIMED:
-            return Status.UNCLAIMABLE
-        if parent.status == Status.ALLOCATED:
+    """The status a free ``dev`` must have, given its relatives: any
+    ancestor in use blocks it, else any descendant in use does (allocated
+    before claimed). Links nest: PF -> mdev-capable VF -> slot."""
+    for relatives in (dev._ancestors(), dev._descendants()):
+        statuses = {r.status for r in relatives}
+        if Status.ALLOCATED in statuses:
             return Status.UNAVAILABLE
+        if Status.CLAIMED in statuses:
+            return Status.UNCLAIMABLE
     return Status.AVAILABLE
 
 
 def family(devs):
-    """``devs`` with their parents and children, once each, by address."""
+    """``devs`` with their ancestors and descendants, once each."""
     out = {}
     for dev in devs:
         out[dev.address] = dev
-        if dev.parent_device is not None:
-            out[dev.parent_device.address] = dev.parent_device
-        for child in dev.child_devices:
-            out[child.address] = child
+        for relative in dev._ancestors() + dev._descendants():
+            out[relative.address] = relative
     return list(out.values())
 
 
@@ -127,7 +119,9 @@ class DeviceTable(object):
             dev.parent_device = None
             dev.child_devices = []
         for dev in self._devs.values():
-            if not dev.is_child or dev.parent_addr is None:
+            # Children, and parents below a parent (an mdev-capable VF
+            # under its PF: three levels).
+            if dev.parent_addr is None or dev.parent_addr == dev.address:
                 continue
             parent = self._devs.get(dev.parent_addr)
             if parent is not None and parent.is_parent:

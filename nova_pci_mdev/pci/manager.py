@@ -16,13 +16,14 @@ random sequences of operations):
   per-instance index: no device is ever held by two instances.
 * A device is in the pools (``stats``) iff its status is ``available``
   (the pools also remember busy devices, uncounted, to explain refusals).
-* Parent/child consistency: ``child.parent_device`` is the tracked parent
-  named by ``child.parent_addr`` (when that is a parent type), and the
-  parent lists the child once in ``child_devices``. The status of every
-  free device follows from its relatives: a child is ``unclaimable`` /
-  ``unavailable`` while its parent is claimed / allocated whole; a parent
-  is ``unavailable`` while a child is allocated, else ``unclaimable`` while
-  a child is claimed; otherwise ``available``.
+* Parent/child consistency: ``dev.parent_device`` is the tracked parent
+  named by ``dev.parent_addr`` (when that is a parent type), and the
+  parent lists it once in ``child_devices``. Links may nest: a PF above
+  an mdev-capable VF (``mdev-pf``) above its slots (three levels). The
+  status of every free device follows from its relatives: ``unavailable``
+  / ``unclaimable`` while an ancestor is allocated / claimed, else while a
+  descendant is allocated / claimed; otherwise ``available``. So a device
+  in use never has an ancestor or a descendant in use.
 * Nothing in use is lost: a claimed or allocated device that vanished from
   the host or fell out of the whitelist stays, flagged
   ``extra_info['missing'] = 'true'`` and reported as ``kept`` by every

@@ -250,8 +250,10 @@ def _child(nodename, root_uuid, parent, slots, placement_held):
     if parent.status in Status.BUSY:
         reserved = total
     else:
-        reserved = sum(1 for s in present
-                       if _slot_reserved(s, placement_held))
+        # Slots still to create that an ancestor used whole blocks.
+        blocked = capacity.creatable(parent) - capacity.usable(parent)
+        reserved = min(total, blocked + sum(
+            1 for s in present if _slot_reserved(s, placement_held)))
     inventories = {rc: Inventory(total=total, reserved=reserved)} if (
         total) else {}
     return Provider(name=name, uuid=provider_uuid(name),

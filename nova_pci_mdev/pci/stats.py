@@ -48,6 +48,20 @@ Status = fields.PciDeviceStatus
 Policy = fields.PCINUMAAffinityPolicy
 
 
+def _ancestors(dev):
+    found = getattr(dev, '_ancestors', None)
+    if found is not None:
+        return found()
+    return [dev.parent_device] if dev.parent_device is not None else []
+
+
+def _descendants(dev):
+    found = getattr(dev, '_descendants', None)
+    if found is not None:
+        return found()
+    return list(dev.child_devices or ())
+
+
 class PciDeviceStats(object):
     """Pools of one host (see the module docstring for the invariants).
 
@@ -280,23 +294,25 @@ class PciDeviceStats(object):
             plan.removed[pool.key] += take
             plan.picks.extend((request, pools.NewSlot(parent))
                               for _ in range(take))
-            self._block_one(plan, parent)
+            for each in [parent] + _ancestors(parent):
+                self._block_one(plan, each)
             n -= take
         return n
 
     def _block(self, plan, dev):
-        """Mark ``dev`` and the relatives it makes unusable as taken."""
-        relatives = list(dev.child_devices or ())
-        if dev.parent_device is not None:
-            relatives.append(dev.parent_device)
-        for each in [dev] + relatives:
+        """Mark ``dev`` and the relatives it makes unusable (ancestors and
+        descendants, to any depth) as taken."""
+        below = _descendants(dev)
+        for each in [dev] + _ancestors(dev) + below:
             self._block_one(plan, each)
-        key = self._creatable_key.get(dev.address)
-        if key is not None and dev.address not in plan.whole:
-            # A parent taken whole takes its slots still to create too.
-            plan.whole.add(dev.address)
-            count = self._pools[key].creatable[dev.address][1]
-            plan.removed[key] += count - plan.new[dev.address]
+        for each in [dev] + below:
+            key = self._creatable_key.get(each.address)
+            if key is not None and each.address not in plan.whole:
+                # A parent taken whole (or below one taken whole) takes
+                # its slots still to create too.
+                plan.whole.add(each.address)
+                count = self._pools[key].creatable[each.address][1]
+                plan.removed[key] += count - plan.new[each.address]
 
     def _block_one(self, plan, dev):
         if dev.address in plan.blocked:

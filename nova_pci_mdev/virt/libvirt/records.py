@@ -14,7 +14,8 @@ Records (the device record contract of the tracker):
   (``settings.exposed_type``), ``extra_info['resource_class']`` when it
   exposes one, ``extra_info['supported_mdev_types']`` (comma-separated),
   ``extra_info['virtual'] = 'true'`` and empty vendor/product for virtual
-  parents, ``extra_info['phys_function']`` for an mdev-capable VF;
+  parents, ``extra_info['phys_function']`` and ``parent_addr`` (its PF)
+  for an mdev-capable VF;
 - its slots still to create are counted, not listed:
   ``extra_info['creatable']`` (a decimal string, absent at 0) on the parent
   record; the tracker materialises them when claimed (:class:`SlotFactory`,
@@ -95,7 +96,10 @@ def _parent_records(nodename, dev, mdevs, settings):
     parent = _record(dev.address, '' if virtual else dev.vendor_id,
                      '' if virtual else dev.product_id, DevType.MDEV_PF,
                      None if virtual else dev.numa_node, dev.name,
-                     mdev_type=exposed, extra_info=extra)
+                     mdev_type=exposed, extra_info=extra,
+                     # An mdev-capable VF sits below its PF: three levels.
+                     parent_addr=None if virtual or not dev.is_vf
+                     else dev.phys_function)
     by_uuid = {m.uuid: m for m in mdevs}
     mine = ()
     if exposed is not None:
