@@ -188,3 +188,20 @@ def restricted_to(pool):
     if pool.dev_type in EXPLICIT_DEV_TYPES:
         return ('device_type', pool.dev_type)
     return (REMOTE_MANAGED, 'true')
+
+
+def ancestors(dev):
+    """Parent, grandparent... of a device (one level for objects that only
+    have ``parent_device``)."""
+    found = getattr(dev, '_ancestors', None)
+    if found is not None:
+        return found()
+    return [dev.parent_device] if dev.parent_device is not None else []
+
+
+def descendants(dev):
+    """Children, grandchildren... of a device."""
+    found = getattr(dev, '_descendants', None)
+    if found is not None:
+        return found()
+    return list(dev.child_devices or ())

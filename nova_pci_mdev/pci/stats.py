@@ -48,20 +48,6 @@ Status = fields.PciDeviceStatus
 Policy = fields.PCINUMAAffinityPolicy
 
 
-def _ancestors(dev):
-    found = getattr(dev, '_ancestors', None)
-    if found is not None:
-        return found()
-    return [dev.parent_device] if dev.parent_device is not None else []
-
-
-def _descendants(dev):
-    found = getattr(dev, '_descendants', None)
-    if found is not None:
-        return found()
-    return list(dev.child_devices or ())
-
-
 class PciDeviceStats(object):
     """Pools of one host (see the module docstring for the invariants).
 
@@ -294,7 +280,7 @@ class PciDeviceStats(object):
             plan.removed[pool.key] += take
             plan.picks.extend((request, pools.NewSlot(parent))
                               for _ in range(take))
-            for each in [parent] + _ancestors(parent):
+            for each in [parent] + pools.ancestors(parent):
                 self._block_one(plan, each)
             n -= take
         return n
@@ -302,8 +288,8 @@ class PciDeviceStats(object):
     def _block(self, plan, dev):
         """Mark ``dev`` and the relatives it makes unusable (ancestors and
         descendants, to any depth) as taken."""
-        below = _descendants(dev)
-        for each in [dev] + _ancestors(dev) + below:
+        below = pools.descendants(dev)
+        for each in [dev] + pools.ancestors(dev) + below:
             self._block_one(plan, each)
         for each in [dev] + below:
             key = self._creatable_key.get(each.address)
