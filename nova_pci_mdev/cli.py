@@ -12,6 +12,7 @@ libvirt node devices (libvirt >= 7.3) or sysfs.
 """
 
 import argparse
+import gc
 import os
 import sys
 import uuid as uuid_lib
@@ -58,21 +59,19 @@ def load_settings(args):
 # -- commands --------------------------------------------------------------
 
 def _host_problems(args, settings):
-    """Problems that need the host (:mod:`.conf.host_checks`), and what
-    each GPU with NVIDIA vGPU VFs can serve."""
-    from nova_pci_mdev.conf import host_checks
-    from nova_pci_mdev.virt.libvirt import nvidia_check
-    from nova_pci_mdev.virt.libvirt import nvidia_vf
-
+    """Problems that need the host (:mod:`.conf.host_checks`, recorded by
+    the session's sync), and what each GPU with NVIDIA vGPU VFs can serve."""
     compute = build_compute_host(args, settings)
-    records = compute.host.discover(settings)
-    states = compute.vgpus.states(nvidia_vf.candidate_addresses(records))
-    records = nvidia_vf.apply(records, states, settings)
-    problems = list(compute.host.left_out)
-    problems.extend(host_checks.problems(settings, records,
-                                         compute.nodename))
+    host_problems, states = compute.host_problems()
+    problems = list(compute.host.left_out) + host_problems
     args.left_out_shown = True
-    problems.extend(nvidia_check.gpu_notes(records, states, settings))
+    if states:
+        # Only hosts with NVIDIA vGPU VFs: the notes read their records.
+        from nova_pci_mdev.virt.libvirt import nvidia_check
+        from nova_pci_mdev.virt.libvirt import nvidia_vf
+        records = nvidia_vf.apply(compute.host.discover(settings), states,
+                                  settings)
+        problems.extend(nvidia_check.gpu_notes(records, states, settings))
     return problems
 
 
@@ -109,30 +108,32 @@ def cmd_devices(args, out):
     from nova_pci_mdev import render
     settings = load_settings(args)
     compute = build_compute_host(args, settings)
-    snap = compute.snapshot()
+    snap = compute.snapshot(tree=False)
+    missing, instances = snap.missing, len(snap.instances)
+    tracked = len(snap.devices)
     unlisted = {d.address for d in snap.unlisted}
     everything = snap.devices + snap.unlisted
+    del snap
     if args.format == 'json':
-        out.write(render.to_json([
+        render.write_json_list(out, (
             dict(render.device_dict(d), whitelisted=d.address not in unlisted)
-            for d in everything]) + '\n')
-    else:
-        out.write('host %s: %d devices (%d whitelisted), %d instance(s)\n' % (
-            compute.nodename, len(everything), len(snap.devices),
-            len(snap.instances)))
-        for uuid in snap.missing:
-            out.write('allocated mdev %s is not on the host (after a reboot '
-                      '`nova-pci-mdev restore` recreates it)\n' % uuid)
-        out.write(render.device_tree(
-            everything, whitelisted=lambda d: d.address not in unlisted)
-            + '\n')
+            for d in everything))
+        return EXIT_OK
+    out.write('host %s: %d devices (%d whitelisted), %d instance(s)\n' % (
+        compute.nodename, len(everything), tracked, instances))
+    for uuid in missing:
+        out.write('allocated mdev %s is not on the host (after a reboot '
+                  '`nova-pci-mdev restore` recreates it)\n' % uuid)
+    for line in render.device_tree_lines(
+            everything, whitelisted=lambda d: d.address not in unlisted):
+        out.write(line + '\n')
     return EXIT_OK
 
 
 def cmd_pools(args, out):
     from nova_pci_mdev import render
     compute = build_compute_host(args, load_settings(args))
-    pools = compute.snapshot().pools
+    pools = compute.snapshot(tree=False).pools
     if args.format == 'json':
         out.write(render.to_json(render.pool_dicts(pools)) + '\n')
     else:
@@ -325,6 +326,10 @@ def main(argv=None, out=None, err=None):
         getattr(args, 'state_dir', None) or default_state_dir(args.connection))
     args.format = getattr(args, 'format', None) or 'table'
     _register_objects()
+    # What the imports built lives until exit: the cyclic collector need
+    # not walk it again each time a command's objects trigger a collection
+    # (a host's devices are allocated by the ten thousand).
+    gc.freeze()
     try:
         return _run(args, out, err)
     finally:
@@ -366,6 +371,8 @@ def _run(args, out, err):
         err.write('host error: %s: %s\n' % (
             exc.filename or 'I/O', exc.strerror or exc))
         return EXIT_HOST
+    finally:
+        gc.unfreeze()       # main() also runs in long-lived processes
 
 
 def _described(exc):

@@ -41,6 +41,7 @@ from nova_pci_mdev import claims
 from nova_pci_mdev import exception
 from nova_pci_mdev import live_move
 from nova_pci_mdev import names
+from nova_pci_mdev import synced
 from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import pci_device as objects_pci
@@ -82,8 +83,10 @@ class Session:
     tracker: manager.PciDevTracker
     report: manager.SyncReport
     instances: dict
-    records: list
+    unlisted: list        # records of devices no device spec covers
     recreated: object     # mdev.RecreateReport of this session's start
+    host_problems: list = dataclasses.field(default_factory=list)
+    vgpu_states: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +146,10 @@ class ComputeHost(object):
         and allocated NVIDIA VFs get their vGPU type back; without it
         (views, dry runs) the host is only read. Either way a held slot the
         host does not list keeps its capacity (:meth:`.host.Host.discover`)
-        and is never offered to anyone else. Then the host is discovered.
+        and is never offered to anyone else. Then the host is discovered
+        and the tracker synced, unless nothing a sync reads changed since
+        the last one (:mod:`nova_pci_mdev.synced`). An exception rolls it
+        all back; only devices whose fields changed are written.
         """
         with self.store.transaction() as tx:
             loaded = tx.load_devices()
@@ -155,17 +161,29 @@ class ComputeHost(object):
                     loaded, self.mdevs.recreate_vanished(
                         [claims.slot_of(d) for d in held
                          if d.status == Status.ALLOCATED]))
-            records = self.vgpus.view(self.host.discover(self.settings, held=[
-                claims.slot_of(d) for d in held]), self.settings)
+            held = [claims.slot_of(d) for d in held]
+            source = self.host.discovery_input()
             tracker = manager.PciDevTracker(
                 self._whitelist, self.topology, loaded,
                 slot_factory=self._slots)
-            report = tracker.sync(records)
-            yield Session(tx, tracker, report, tx.instances(), records,
-                          recreated)
+            del loaded
+            done = synced.bring_in_line(tracker, self.host, self.vgpus,
+                                        self.settings, held, source,
+                                        tx.sync_note())
+            del source
+            if done.note is not None:
+                tx.put_sync_note(done.note)
+            yield Session(tx, tracker, done.report, tx.instances(),
+                          done.unlisted, recreated, done.problems,
+                          done.vgpu_states)
             changed, deleted = tracker.pop_changes()
+            # Only what differs from its row: a relative touched by a
+            # claim without any field set is not written again.
+            changed = [d for d in changed if d.obj_what_changed()]
             tx.save_devices(changed)
             tx.delete_devices(deleted)
+        for dev in changed:
+            dev.obj_reset_changes()
 
     # -- read-only views ---------------------------------------------------
 
@@ -175,23 +193,31 @@ class ComputeHost(object):
         with self.session() as s:
             return s.report, s.recreated
 
-    def snapshot(self):
+    def snapshot(self, tree=True):
         """A :class:`Snapshot` of the host after a sync; the host is only
-        read (vanished mdevs are reported in ``missing``)."""
+        read (vanished mdevs are reported in ``missing``). ``tree=False``
+        leaves the provider tree out (None)."""
         with self.session(change_host=False) as s:
             tracked = s.tracker.devices
             devices = sorted(tracked.values(), key=lambda d: d.address)
             unlisted = sorted(
-                (objects_pci.PciDevice.create(rec) for rec in s.records
+                (objects_pci.PciDevice.create(rec) for rec in s.unlisted
                  if rec['address'] not in tracked),
                 key=lambda d: d.address)
             return Snapshot(
                 devices=devices, unlisted=unlisted,
-                pools=s.tracker.stats.to_pool_list(), tree=self._tree(s),
+                pools=s.tracker.stats.to_pool_list(),
+                tree=self._tree(s) if tree else None,
                 instances=dict(s.instances),
                 placement_used=allocation.placement_used(
                     s.instances.values()),
                 missing=claims.missing_mdevs(devices))
+
+    def host_problems(self):
+        """``(conf.host_checks problems, vGPU states read)`` after a
+        read-only session's sync."""
+        with self.session(change_host=False) as s:
+            return list(s.host_problems), s.vgpu_states
 
     def _placement_held(self, s):
         return {uuid for uuid, rec in s.instances.items()

@@ -67,6 +67,7 @@ import tempfile
 import urllib.parse
 
 from nova_pci_mdev import exception
+from nova_pci_mdev.objects import base
 from nova_pci_mdev.objects import pci_device
 from nova_pci_mdev import store_files as files
 from nova_pci_mdev import store_schema as schema
@@ -75,6 +76,8 @@ SCHEMA_VERSION = schema.SCHEMA_VERSION
 DEVICE_COLUMNS = schema.DEVICE_COLUMNS
 DEFAULT_BUSY_TIMEOUT = 10.0
 _COLUMN_NAMES = schema.COLUMN_NAMES
+#: store_info key of the last sync's note (a JSON document).
+SYNC_NOTE = 'sync_note'
 
 
 class SqliteStore(object):
@@ -333,25 +336,34 @@ class Transaction(object):
     # -- devices -----------------------------------------------------------
 
     def load_devices(self):
-        """Every stored device as a :class:`PciDevice` (by address)."""
-        with self._sql('load devices') as conn:
-            rows = conn.execute('SELECT %s FROM devices ORDER BY address'
-                                % ', '.join(_COLUMN_NAMES)).fetchall()
-        field_defs = pci_device.PciDevice.fields
+        """Every stored device as a :class:`PciDevice` (by address).
+
+        Each column goes through its field's validation (``coerce``), once
+        per distinct value (:class:`~.objects.base.Restorer`: a host's
+        rows repeat the same ids, types and statuses), and each distinct
+        ``extra_info`` text is parsed and validated once (every device
+        gets its own copy); rows are read one by one, never all held at
+        once beside the devices.
+        """
+        cls = pci_device.PciDevice
+        restore = base.Restorer(cls, _COLUMN_NAMES, ready=('extra_info',))
+        extra_field = cls.fields['extra_info']
+        extra_at = _COLUMN_NAMES.index('extra_info')
+        extras = {}
         devices = []
-        for row in rows:
-            values = dict(zip(_COLUMN_NAMES, row))
-            try:
-                values['extra_info'] = json.loads(values['extra_info'])
-                kwargs = {name: value for name, value in values.items()
-                          if value is not None or field_defs[name].nullable}
-                dev = pci_device.PciDevice(**kwargs)
-            except (exception.NovaPciMdevException, ValueError,
-                    TypeError, OverflowError, RecursionError) as exc:
-                raise self._store._error('stored device %s is invalid: %s'
-                                         % (values['address'], exc))
-            dev.obj_reset_changes()
-            devices.append(dev)
+        with self._sql('load devices') as conn:
+            for row in conn.execute('SELECT %s FROM devices ORDER BY address'
+                                    % ', '.join(_COLUMN_NAMES)):
+                try:
+                    text = row[extra_at]
+                    if text not in extras:
+                        extras[text] = extra_field.coerce(
+                            None, 'extra_info', json.loads(text))
+                    devices.append(restore(row, dict(extras[text])))
+                except (exception.NovaPciMdevException, ValueError,
+                        TypeError, OverflowError, RecursionError) as exc:
+                    raise self._store._error(
+                        'stored device %s is invalid: %s' % (row[0], exc))
         return devices
 
     def save_devices(self, devices):
@@ -376,6 +388,28 @@ class Transaction(object):
         with self._sql('delete devices') as conn:
             conn.executemany('DELETE FROM devices WHERE address = ?',
                              [(address,) for address in addresses])
+
+    # -- the last sync's note ------------------------------------------------
+
+    def sync_note(self):
+        """The JSON document :meth:`put_sync_note` recorded (the digest of
+        the last sync's input and its by-products, :mod:`.synced`), or
+        None. A note that is not valid JSON reads as None: it only ever
+        makes the next sync run."""
+        with self._sql('read the sync note') as conn:
+            row = conn.execute('SELECT value FROM store_info WHERE key = ?',
+                               (SYNC_NOTE,)).fetchone()
+        try:
+            note = json.loads(row[0]) if row is not None else None
+        except (TypeError, ValueError, RecursionError):
+            return None
+        return note if isinstance(note, dict) else None
+
+    def put_sync_note(self, note):
+        text = self._dumps('the sync note', note)
+        with self._sql('write the sync note') as conn:
+            conn.execute('INSERT OR REPLACE INTO store_info (key, value) '
+                         'VALUES (?, ?)', (SYNC_NOTE, text))
 
     # -- instances ---------------------------------------------------------
 

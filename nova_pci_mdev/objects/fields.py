@@ -7,6 +7,7 @@ returns; an mdev type field holds only safe type names. A bad value raises
 oslo.versionedobjects expects from ``coerce``, so our errors subclass both).
 """
 
+import re
 import uuid as uuid_lib
 
 from oslo_versionedobjects import fields
@@ -119,6 +120,11 @@ class PCINUMAAffinityPolicyField(fields.AutoTypedField):
     AUTO_TYPE = _Enum(PCINUMAAffinityPolicy.ALL, 'a PCI NUMA affinity policy')
 
 
+#: The canonical spelling (any case): valid without asking uuid.UUID.
+_UUID_RE = re.compile(r'[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-'
+                      r'[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z')
+
+
 class UUID(fields.UUID):
     """A UUID, refused unless :class:`uuid.UUID` parses it.
 
@@ -130,6 +136,8 @@ class UUID(fields.UUID):
 
     def coerce(self, obj, attr, value):
         text = str(value)
+        if _UUID_RE.match(text):
+            return text
         try:
             uuid_lib.UUID(text)
         except ValueError:

@@ -73,7 +73,7 @@ class DeviceView(object):
                  'dev_type', 'mdev_type', 'devname')
 
     def __init__(self, dev):
-        get = _getter(dev)
+        get = getter(dev)
         self.address = _norm_address(get('address'))
         self.parent_addr = _norm_address(get('parent_addr'))
         self.vendor_id = (get('vendor_id') or '').lower()
@@ -84,9 +84,12 @@ class DeviceView(object):
         self.devname = get('devname') or extra.get('devname')
 
 
-def _getter(dev):
+def getter(dev):
     if isinstance(dev, dict):
         return dev.get
+    stored = getattr(dev, 'stored', None)
+    if stored is not None:      # our objects: the value held, or None
+        return stored
     if hasattr(dev, 'obj_attr_is_set'):
         fieldset = getattr(dev, 'fields', {})
 

@@ -11,7 +11,9 @@ Invariants:
   values: specs with an exact address are indexed by address, specs with an
   exact vendor and/or product id by ``(vendor, product)``; only specs
   without any exact address or id are scanned. Matching N devices is
-  O(N * (candidates + wildcard specs)).
+  O(N * (candidates + wildcard specs)). When no spec names an address,
+  a device's address cannot change the answer: ``match`` then decides once
+  per (vendor, product, dev_type, mdev_type, devname) and remembers it.
 * ``from_config`` raises :class:`~nova_pci_mdev.exception.ConfigErrors`
   listing every bad entry, never only the first; ``parse`` appends the same
   problems to a caller's list and keeps the good entries.
@@ -42,6 +44,8 @@ class Whitelist(object):
                     (spec.vendor_id, spec.product_id), []).append(spec)
             else:
                 self._scan.append(spec)
+        self._address_free = all(spec.address is None for spec in self.specs)
+        self._decided = {}
 
     def __repr__(self):
         return 'Whitelist(%d specs)' % len(self.specs)
@@ -111,6 +115,16 @@ class Whitelist(object):
 
     def match(self, dev):
         """The first spec covering ``dev`` (record dict or PciDevice)."""
+        if self._address_free:
+            key = _address_free_key(dev)
+            try:
+                return self._decided[key]
+            except KeyError:
+                found = self._decided[key] = self._match(dev)
+                return found
+        return self._match(dev)
+
+    def _match(self, dev):
         view = devspec.view_of(dev)
         best = None
         for candidates in self._candidate_lists(view):
@@ -138,3 +152,23 @@ class Whitelist(object):
         for dev in devices:
             used.update(spec.position for spec in self.matching(dev))
         return [spec for spec in self.specs if spec.position not in used]
+
+
+_KEY_FIELDS = ('vendor_id', 'product_id', 'dev_type', 'mdev_type',
+               'extra_info')
+
+
+def _address_free_key(dev):
+    """What a spec without an address reads of ``dev``: equal keys, equal
+    answers of :meth:`DevSpec.match` for such specs."""
+    values = getattr(dev, 'stored_values', None)
+    if values is not None:      # our objects (no devname field)
+        vendor, product, dev_type, mdev_type, extra = values(_KEY_FIELDS)
+        devname = None
+    else:
+        get = devspec.getter(dev)
+        vendor, product, dev_type, mdev_type, extra = (
+            get(name) for name in _KEY_FIELDS)
+        devname = get('devname')
+    return ((vendor or '').lower(), (product or '').lower(), dev_type,
+            mdev_type, devname or (extra or {}).get('devname'))

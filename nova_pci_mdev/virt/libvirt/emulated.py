@@ -27,16 +27,18 @@ plus ``availableInstances`` stay equal to the file's capacity, so slots
 """
 
 import dataclasses
+import hashlib
 import json
 import os
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.virt.libvirt import capabilities
 from nova_pci_mdev.virt.libvirt import host as host_mod
+from nova_pci_mdev.virt.libvirt import host_facts
+from nova_pci_mdev.virt.libvirt import listing as listing_mod
 from nova_pci_mdev.virt.libvirt import mdev_emulated
 from nova_pci_mdev.virt.libvirt import nodedev
 from nova_pci_mdev.virt.libvirt import nodenames
-from nova_pci_mdev.virt.libvirt import records as records_mod
 
 SIDECAR_SUFFIX = '_topology.json'
 
@@ -132,44 +134,28 @@ def _hypervisor(path, value):
 
 
 class EmulatedHost(host_mod.Host):
-    """A test-driver host whose mdevs live in ``<state_dir>/mdevs.json``."""
+    """A test-driver host whose mdevs live in ``<state_dir>/mdevs.json``.
+
+    The host file's listing is read once per instance (the test driver
+    holds the file as it was at open), and parsed only when a discovery
+    needs records; what the backend and the topology need of it comes from
+    :mod:`.host_facts`, parsed again only when the listing changes.
+    """
 
     def __init__(self, conn, state_dir, sidecar=Sidecar(), nodename=None,
                  libvirt=None):
         super().__init__(conn, nodename or sidecar.hostname,
                          libvirt=libvirt)
         self.sidecar = sidecar
-        self._own_left_out = []
-        self._extra = []
-        for xml in sidecar.extra_node_devices:
-            try:
-                dev = nodedev.parse_node_device(xml)
-            except exception.NodeDeviceXMLInvalid as exc:
-                self._own_left_out.append(host_mod.left_out(exc))
-                continue
-            if dev is not None:
-                self._extra.append(dev)
-        parents, file_mdevs = self._split(self._listed())
-        # The same mdev UUID under two parents: neither is believed, so
-        # neither parent is offered a slot the host does not have.
-        file_mdevs = records_mod.unique(file_mdevs, self._own_left_out)
-        address_of = {name: dev.address for name, dev in parents.items()}
-        located = [(m, nodenames.parent_address(m, address_of))
-                   for m in file_mdevs]
-        used = {}
-        for m, parent in located:
-            key = (parent, m.mdev_type)
-            used[key] = used.get(key, 0) + 1
-        self._capacity = {}
-        for dev in parents.values():
-            for kind in dev.mdev_types:
-                key = (dev.address, kind.id)
-                self._capacity[key] = (kind.available_instances
-                                       + used.get(key, 0))
-        initial = [(m.uuid, parent, m.mdev_type) for m, parent in located
-                   if parent is not None]
+        self.state_dir = state_dir
+        self._file = None           # listing of the file + sidecar extras
+        self._file_digest = None
+        self._parsed = None
+        self._file_left_out = []
+        self._facts = None
         self.backend = mdev_emulated.EmulatedBackend(
-            state_dir, self._capacity, initial=initial)
+            state_dir, lambda: self.facts().capacity,
+            initial=lambda: self.facts().initial)
 
     @property
     def hypervisor_type(self):
@@ -183,40 +169,73 @@ class EmulatedHost(host_mod.Host):
             return self.sidecar.hypervisor[1]
         return super().hypervisor_version
 
-    def _listed(self):
-        """The host file's devices (Host.devices: unreadable ones left
-        out) and the sidecar's; ``left_out`` reports both kinds."""
-        listed = list(super().devices()) + self._extra
-        self.left_out = self.left_out + list(
-            getattr(self, '_own_left_out', ()))
-        return listed
+    def _file_listing(self):
+        if self._file is None:
+            extra = tuple(listing_mod.Entry(None, xml, None)
+                          for xml in self.sidecar.extra_node_devices)
+            self._file = super().listing() + extra
+            self._file_digest = listing_mod.digest(
+                self._file, hashlib.sha256()).hexdigest()
+        return self._file
+
+    def _file_devices(self):
+        """The parsed file (and sidecar) devices; what could not be read
+        is kept in ``_file_left_out`` for every discovery to report."""
+        if self._parsed is None:
+            self._parsed = self.parse(self._file_listing())
+            self._file_left_out = list(self.left_out)
+        return self._parsed
+
+    def facts(self):
+        """:class:`.host_facts.HostFacts` of the host file."""
+        if self._facts is None:
+            self._file_listing()
+            self._facts = host_facts.load(self.state_dir, self._file_digest)
+            if self._facts is None:
+                self._facts = host_facts.from_devices(self._file_devices())
+                host_facts.save(self.state_dir, self._file_digest,
+                                self._facts)
+        return self._facts
+
+    def discovery_input(self):
+        """The file's listing and the backend's mdevs, unparsed."""
+        return (self._file_listing(), self.backend.list())
+
+    def digest_input(self, source, hasher):
+        self._file_listing()
+        hasher.update(self._file_digest.encode('ascii'))
+        for uuid, info in sorted(source[1].items()):
+            hasher.update(('%s\0%s\0%s\0' % (
+                uuid, info.parent, info.mdev_type)).encode())
+        return hasher
 
     @staticmethod
-    def _split(devices):
-        parents = {}
-        mdevs = []
-        for dev in devices:
-            if isinstance(dev, nodedev.Mdev):
-                mdevs.append(dev)
-            elif getattr(dev, 'mdev_types', ()):
-                parents[dev.name] = dev
-        return parents, mdevs
+    def listed_mdevs(source):
+        return set(source[1])
+
+    def _devices_of(self, source):
+        return self._devices_with(source[1])
 
     def devices(self, flags=None):
         """The host file's devices with the backend's mdevs (see module)."""
-        made = self.backend.list()
+        return self._devices_with(self.backend.list())
+
+    def _devices_with(self, made):
+        capacity = self.facts().capacity
+        self._file_devices()
+        self.left_out = list(self._file_left_out)
         used = {}
         for info in made.values():
             key = (info.parent, info.mdev_type)
             used[key] = used.get(key, 0) + 1
         result = []
         name_of = {}
-        for dev in self._listed():
+        for dev in self._file_devices():
             if isinstance(dev, nodedev.Mdev):
                 continue
             if getattr(dev, 'mdev_types', ()):
                 kinds = tuple(dataclasses.replace(
-                    k, available_instances=max(0, self._capacity.get(
+                    k, available_instances=max(0, capacity.get(
                         (dev.address, k.id), 0) - used.get(
                         (dev.address, k.id), 0)))
                     for k in dev.mdev_types)
@@ -237,5 +256,4 @@ class EmulatedHost(host_mod.Host):
             return topology
         if self.sidecar.topology is not None:
             return self.sidecar.topology
-        return capabilities.topology_from_numa_nodes(
-            getattr(d, 'numa_node', None) for d in self._listed())
+        return capabilities.topology_from_numa_nodes(self.facts().numa_nodes)

@@ -31,6 +31,7 @@ import typing
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.virt.libvirt import capabilities
+from nova_pci_mdev.virt.libvirt import listing as listing_mod
 from nova_pci_mdev.virt.libvirt import nodedev
 from nova_pci_mdev.virt.libvirt import nodenames
 from nova_pci_mdev.virt.libvirt import records as records_mod
@@ -162,30 +163,63 @@ class Host:
     def _list(self, flags):
         return self._call('connection', 'listAllDevices', flags)
 
-    def devices(self, flags=None):
-        """Parsed node devices (:mod:`.nodedev` objects) of one listing.
+    def listing(self, flags=None):
+        """One ``listAllDevices`` as libvirt gave it (a tuple of
+        :class:`.listing.Entry`), nothing parsed.
 
-        ``flags`` defaults to PCI_DEV | MDEV_TYPES | MDEV. Devices of other
-        kinds are dropped.
+        ``flags`` defaults to PCI_DEV | MDEV_TYPES | MDEV.
         """
         if flags is None:
             flags = self.libvirt.list_all
-        parsed = []
-        self.left_out = []
+        entries = []
         for dev in self._list(flags):
             name, xml = self._describe(dev)
+            active = (self._is_active(dev) if listing_mod.may_be_mdev(xml)
+                      else None)
+            entries.append(listing_mod.Entry(name, xml, active))
+        return tuple(entries)
+
+    def parse(self, entries):
+        """Parsed node devices (:mod:`.nodedev` objects) of a listing;
+        devices of other kinds are dropped, and one we cannot read does
+        not make the host unusable: it is left out, and reported in
+        :attr:`left_out` (reset by each call)."""
+        parsed = []
+        self.left_out = []
+        for name, xml, active in entries:
             try:
                 item = nodedev.parse_node_device(xml, device_name=name)
             except exception.NodeDeviceXMLInvalid as exc:
-                # One device we cannot read does not make the host
-                # unusable: it is left out, and reported.
                 self.left_out.append(left_out(exc))
                 continue
-            if isinstance(item, nodedev.Mdev) and not self._is_active(dev):
+            if active is False and isinstance(item, nodedev.Mdev):
                 item = dataclasses.replace(item, active=False)
             if item is not None:
                 parsed.append(item)
         return parsed
+
+    def devices(self, flags=None):
+        """Parsed node devices of one listing (:meth:`listing`)."""
+        return self.parse(self.listing(flags))
+
+    def discovery_input(self):
+        """What :meth:`discover` reads from libvirt, unparsed: pass it back
+        as ``source`` (and hash it with :meth:`digest_input`)."""
+        return self.listing()
+
+    @staticmethod
+    def digest_input(source, hasher):
+        """Feed a :meth:`discovery_input` to ``hasher``."""
+        return listing_mod.digest(source, hasher)
+
+    @staticmethod
+    def listed_mdevs(source):
+        """UUIDs of mdevs a :meth:`discovery_input` surely lists (those
+        whose node name carries it; a parsed mdev's UUID always equals
+        its name's)."""
+        return {uuid for name, xml, _active in source
+                if listing_mod.may_be_mdev(xml)
+                for uuid in (nodenames.mdev_uuid_from_name(name),) if uuid}
 
     def _describe(self, dev):
         """``(name, XMLDesc(0))`` of a listed node device, libvirt errors
@@ -206,20 +240,25 @@ class Host:
         except (AttributeError, self.libvirt.error_class):
             return True
 
-    def discover(self, settings, held=()):
+    def discover(self, settings, held=(), source=None):
         """Device records of the host for the tracker.
 
         ``held``: ``(uuid, parent_addr, mdev_type)`` of slots instances
         hold. One that the host does not list (it vanished and could not be
         recreated yet) is counted like a defined but stopped mdev: it keeps
         its slot and one of the parent's available instances, so that its
-        capacity is never offered as a fresh slot.
+        capacity is never offered as a fresh slot. ``source``: a
+        :meth:`discovery_input` already read (else libvirt is asked now).
         """
-        devices = self.devices()
+        devices = self._devices_of(
+            self.discovery_input() if source is None else source)
         return records_mod.build_records(
             self.hostname,
             devices + records_mod.vanished_stand_ins(devices, held),
             settings, left_out=self.left_out)
+
+    def _devices_of(self, source):
+        return self.parse(source)
 
     def numa_topology(self, sidecar=None):
         """The host's NUMA cells; from ``sidecar`` (a JSON file path) only

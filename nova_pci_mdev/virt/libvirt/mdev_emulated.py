@@ -9,6 +9,7 @@ host (or any host XML file) keeps them here, in ``<state_dir>/mdevs.json``::
 Invariants:
 
 * Capacity comes from the caller as ``host_types = {(parent, type): total}``
+  (or a callable returning it, called when first needed)
   where ``total`` is how many mdevs of that type the parent holds in all
   (existing + ``availableInstances`` of the host XML); ``available()`` is
   ``total`` minus the mdevs of that pair in the file, never below 0, and
@@ -49,8 +50,30 @@ class EmulatedBackend(mdev.MdevBackend):
     def __init__(self, state_dir, host_types, initial=()):
         self.state_dir = os.path.abspath(state_dir)
         self.path = os.path.join(self.state_dir, STATE_FILE)
-        self._totals = {}
-        for key, total in dict(host_types).items():
+        # Either may be a callable, called when first needed (the host's
+        # capacity is known only after reading its host file).
+        self._host_types = host_types
+        self._totals_cache = None
+        with store_files.os_errors(self.state_dir, 'create the directory'):
+            os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
+        with self._locked():
+            if not os.path.lexists(self.path):
+                seed = {}
+                for slot in (initial() if callable(initial) else initial):
+                    info = mdev.as_info(slot)
+                    seed[info.uuid] = info
+                self._save(seed)
+        if not callable(host_types):
+            self._totals_cache = self._totals
+
+    @property
+    def _totals(self):
+        if self._totals_cache is not None:
+            return self._totals_cache
+        host_types = self._host_types
+        totals = {}
+        for key, total in dict(host_types() if callable(host_types)
+                               else host_types).items():
             try:
                 parent, mdev_type = key
             except (TypeError, ValueError):
@@ -62,17 +85,10 @@ class EmulatedBackend(mdev.MdevBackend):
                 raise exception.InvalidValue(
                     field='host_types[%r]' % (key,), value=total,
                     rule='expected a non-negative integer')
-            self._totals[(names.normalize_address(parent),
-                          names.validate_mdev_type(mdev_type))] = total
-        seed = {}
-        for slot in initial:
-            info = mdev.as_info(slot)
-            seed[info.uuid] = info
-        with store_files.os_errors(self.state_dir, 'create the directory'):
-            os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
-        with self._locked():
-            if not os.path.lexists(self.path):
-                self._save(seed)
+            totals[(names.normalize_address(parent),
+                    names.validate_mdev_type(mdev_type))] = total
+        self._totals_cache = totals
+        return totals
 
     # -- file --------------------------------------------------------------
 

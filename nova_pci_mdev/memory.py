@@ -1,0 +1,23 @@
+"""Give the C heap's free pages back to the system (glibc's malloc_trim).
+
+libvirt's test driver parses a ``test:///`` host file into an XML tree
+and frees it at once, but glibc keeps the freed pages in the process: for
+a host of 10,000 node devices about 60 MB that nothing uses again, since
+Python allocates its small objects elsewhere. :func:`release_freed` hands
+them back. It frees nothing that is in use, and is a no-op where the C
+library has no ``malloc_trim`` (musl, macOS) or ctypes is missing.
+"""
+
+
+def release_freed():
+    """``malloc_trim(0)`` if the C library has it; True if it ran."""
+    try:
+        import ctypes
+        import ctypes.util
+        libc = ctypes.CDLL(ctypes.util.find_library('c') or 'libc.so.6')
+        trim = libc.malloc_trim
+    except (ImportError, OSError, AttributeError):
+        return False
+    trim.argtypes = [ctypes.c_size_t]
+    trim(0)
+    return True

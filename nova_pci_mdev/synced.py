@@ -1,0 +1,179 @@
+"""A sync only when its input changed: the digest of what it reads.
+
+Every operation of :class:`~nova_pci_mdev.compute.ComputeHost` syncs the
+tracker with the hypervisor. The records a sync applies are a pure
+function of its input: the host's unparsed listing
+(``Host.discovery_input``: node-device XML, mdev activity, emulated mdevs),
+the compute node name, the settings, the slots instances hold, the
+``nvidia/`` state of NVIDIA vGPU VFs and the code that turns them into
+records and applies them. When the digest of that
+input equals the one recorded by the last sync that committed, that sync's
+result is already in the store, and syncing again would change nothing; so
+the listing is neither parsed nor built into records, and the tracker is
+used as loaded. What a display needs of the skipped records is recorded
+with the digest (the records no device spec covers, the node devices
+discovery left out, and the :mod:`~nova_pci_mdev.conf.host_checks`
+problems of the configuration on them).
+
+Invariants:
+
+* The note is written in the same transaction as the sync's changes: a
+  rolled-back session leaves the previous note, whose digest no longer
+  matches if the input changed.
+* Anything the records depend on is in the digest, the code included (the
+  bytes of the modules that parse, build and apply records), so that a new
+  version never trusts an old note. Claims and releases change no record
+  (only statuses and owners, which a sync never takes from a record):
+  skipping a sync is exactly what an unchanged sync would have done.
+* A held slot enters the digest only while the host does not list its
+  mdev (``Host.listed_mdevs``, which may list fewer than there are, never
+  more): records read held slots only for those.
+"""
+
+import dataclasses
+import functools
+import hashlib
+import importlib
+
+from nova_pci_mdev import exception
+from nova_pci_mdev.conf import host_checks
+from nova_pci_mdev.pci import manager
+from nova_pci_mdev.virt.libvirt import nvidia_vf
+
+#: Modules whose code decides the records and what a sync does with them.
+_CODE = (
+    'nova_pci_mdev.synced', 'nova_pci_mdev.compute', 'nova_pci_mdev.names',
+    'nova_pci_mdev.objects.fields', 'nova_pci_mdev.objects.pci_device',
+    'nova_pci_mdev.pci.devspec', 'nova_pci_mdev.pci.whitelist',
+    'nova_pci_mdev.pci.manager', 'nova_pci_mdev.virt.libvirt.host',
+    'nova_pci_mdev.virt.libvirt.emulated',
+    'nova_pci_mdev.virt.libvirt.host_facts',
+    'nova_pci_mdev.virt.libvirt.listing',
+    'nova_pci_mdev.virt.libvirt.nodedev',
+    'nova_pci_mdev.virt.libvirt.nodenames',
+    'nova_pci_mdev.virt.libvirt.records', 'nova_pci_mdev.virt.libvirt.slots',
+    'nova_pci_mdev.virt.libvirt.xmlsafe',
+    'nova_pci_mdev.virt.libvirt.nvidia_vf',
+    'nova_pci_mdev.virt.libvirt.vgpu_vfs',
+    'nova_pci_mdev.objects.extra_info', 'nova_pci_mdev.conf.host_checks',
+    'nova_pci_mdev.pci.capacity',
+)
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest():
+    """sha256 over the source of :data:`_CODE` (module names if a file
+    cannot be read: then no note from another process is trusted)."""
+    hasher = hashlib.sha256()
+    for name in _CODE:
+        path = getattr(importlib.import_module(name), '__file__', None)
+        try:
+            with open(path, 'rb') as f:
+                hasher.update(f.read())
+        except (OSError, TypeError):
+            hasher.update(('%s unreadable %s' % (name, id(hasher))).encode())
+    return hasher.hexdigest()
+
+
+def settings_digest(settings):
+    """What of the settings records and syncs read, as a string."""
+    specs = []
+    for spec in settings.whitelist.specs:
+        address = spec.address
+        shown = (repr(address) if type(address).__repr__ is not object.__repr__
+                 else [r.pattern for r in getattr(address, 'regexes', ())])
+        specs.append((spec.position, spec.source, spec.devname, str(shown),
+                      sorted(spec.tags.items())))
+    return repr((specs, tuple(settings.enabled_mdev_types),
+                 sorted((k, repr(v)) for k, v in settings.mdev_types.items())))
+
+
+def input_key(host, source, settings, held):
+    """The digest of one sync's input (see the module docstring).
+
+    Held slots count only while the host does not list their mdev: that
+    is the only way they change records (a stand-in keeps their slot), so
+    that a claim or a release of an existing mdev changes no digest.
+    """
+    listed = host.listed_mdevs(source)
+    unlisted = sorted(repr(slot) for slot in held if slot[0] not in listed)
+    hasher = hashlib.sha256()
+    hasher.update(code_digest().encode('ascii'))
+    hasher.update(repr((host.hostname, settings_digest(settings),
+                        unlisted)).encode('utf-8', 'surrogatepass'))
+    host.digest_input(source, hasher)
+    return hasher.hexdigest()
+
+
+@dataclasses.dataclass
+class Outcome:
+    report: manager.SyncReport
+    records: list | None    # the records applied (None: sync skipped)
+    unlisted: list          # records no device spec covers
+    problems: list          # conf.host_checks problems of the records
+    vgpu_states: dict       # VF address -> nvidia_vf.VfState read
+    note: dict | None       # to record, when the sync ran
+
+
+def _with_states(base, states):
+    hasher = hashlib.sha256(base.encode('ascii'))
+    hasher.update(repr(sorted(states.items())).encode('utf-8',
+                                                      'surrogatepass'))
+    return hasher.hexdigest()
+
+
+def bring_in_line(tracker, host, vgpus, settings, held, source, note):
+    """Sync ``tracker`` with ``source`` unless ``note`` (the last note
+    recorded) says that this very input was applied already.
+
+    ``vgpus`` (a :class:`~.virt.libvirt.vgpu_vfs.VgpuVfManager`) gives the
+    records the vGPU view of NVIDIA VFs, as ``vgpus.view`` does; their
+    ``nvidia/`` states are read once and are part of the input: the note
+    keeps the VFs to read, since finding them takes records.
+    """
+    base = input_key(host, source, settings, held)
+    note = note or {}
+    if note.get('base') == base:
+        candidates = list(note.get('vf_candidates') or ())
+        states = vgpus.states(candidates) if candidates else {}
+        if note.get('key') == _with_states(base, states):
+            kept = tuple(address for address, dev in tracker.devices.items()
+                         if manager.is_missing(dev))
+            host.left_out = [exception.NodeDeviceLeftOut(**doc)
+                             for doc in note.get('left_out') or ()]
+            return Outcome(manager.SyncReport((), (), (), kept), None,
+                           list(note.get('unlisted') or ()),
+                           _problems_from(note.get('problems') or ()),
+                           states, None)
+    raw = host.discover(settings, held=held, source=source)
+    candidates = (nvidia_vf.candidate_addresses(raw)
+                  if vgpus.sysfs is not None else [])
+    states = vgpus.states(candidates) if candidates else {}
+    records = nvidia_vf.apply(raw, states, settings) if states else raw
+    del raw
+    report = tracker.sync(records)
+    tracked = tracker.devices
+    unlisted = [r for r in records if r['address'] not in tracked]
+    problems = host_checks.problems(settings, records, host.hostname)
+    return Outcome(report, records, unlisted, problems, states, {
+        'base': base, 'key': _with_states(base, states),
+        'vf_candidates': candidates, 'unlisted': unlisted,
+        'problems': [_problem_doc(p) for p in problems],
+        'left_out': [_problem_doc(p)['kwargs'] for p in host.left_out]})
+
+
+def _problem_doc(problem):
+    return {'class': type(problem).__name__, 'kwargs': {
+        k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
+        for k, v in problem.kwargs.items()}}
+
+
+def _problems_from(docs):
+    """The problems a note recorded; a class this version lacks is left
+    out (the code digest makes that a note of another version anyway)."""
+    out = []
+    for doc in docs:
+        cls = getattr(exception, str(doc.get('class')), None)
+        if isinstance(cls, type) and issubclass(cls, exception.ConfigError):
+            out.append(cls(**dict(doc.get('kwargs') or {})))
+    return out
