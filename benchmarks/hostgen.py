@@ -33,8 +33,8 @@ group short; a GPU cut short keeps the slots emitted so far (its
 
 Invariant: :func:`records` of a host equals what ``Host.discover`` returns
 for :func:`host_xml` of it with :data:`NOVA_CONF` (the discovery benchmark
-checks this), because the slot UUIDs still to create come from the
-product's own ``slots.slots_for_parent``.
+checks this). ``N`` counts what Nova lists: every slot, existing or still
+to create; our side has fewer records for the same host.
 """
 
 import dataclasses
@@ -216,30 +216,27 @@ def _record(address, ids, dev_type, numa_node, dev_id, parent_addr=None,
             'extra_info': dict(extra_info or {})}
 
 
-def _slot_uuids(gpu):
-    return slots.slots_for_parent(NODENAME, gpu.address, MDEV_TYPE,
-                                  gpu.existing, gpu.creatable)
-
-
 def records(host):
     """The host's device records, in discovery's order (by address, each
-    mdev parent followed by its slots)."""
+    mdev parent followed by its existing mdevs; its slots still to create
+    are counted on it, ``extra_info['creatable']``)."""
     out = []
     for gpu in host.gpus:
+        extra = {'supported_mdev_types': '%s,%s' % (MDEV_TYPE,
+                                                    OTHER_MDEV_TYPE),
+                 'resource_class': 'VGPU'}
+        if gpu.creatable:
+            extra['creatable'] = str(gpu.creatable)
         out.append(_record(
             gpu.address, GPU, 'mdev-pf', gpu.numa_node,
             pci_node_name(gpu.address), mdev_type=MDEV_TYPE,
-            extra_info={'supported_mdev_types': '%s,%s' % (
-                MDEV_TYPE, OTHER_MDEV_TYPE), 'resource_class': 'VGPU'}))
-        existing = set(gpu.existing)
-        for mdev_uuid in _slot_uuids(gpu):
-            exists = mdev_uuid in existing
-            out.append(_record(
-                mdev_uuid, GPU, 'mdev-vf', gpu.numa_node,
-                mdev_node_name(mdev_uuid, gpu.address) if exists else None,
-                parent_addr=gpu.address, mdev_type=MDEV_TYPE,
-                extra_info={'mdev_exists': 'true' if exists else 'false',
-                            'mdev_exposed': 'true'}))
+            extra_info=extra))
+        out.extend(_record(
+            mdev_uuid, GPU, 'mdev-vf', gpu.numa_node,
+            mdev_node_name(mdev_uuid, gpu.address), parent_addr=gpu.address,
+            mdev_type=MDEV_TYPE,
+            extra_info={'mdev_exists': 'true', 'mdev_exposed': 'true'})
+            for mdev_uuid in sorted(gpu.existing))
     for pf in host.pfs:
         out.append(_record(pf.address, PF, 'type-PF', pf.numa_node,
                            pci_node_name(pf.address)))
@@ -254,6 +251,15 @@ def records(host):
     return out
 
 
+def _slot_records(host):
+    """``(GPU address, [slot UUIDs])`` of every GPU, existing mdevs first
+    then the slots still to create in the order the tracker makes them:
+    what Nova's side lists as the GPU's VFs."""
+    return [(gpu.address, sorted(gpu.existing) + slots.new_slot_uuids(
+        NODENAME, gpu.address, MDEV_TYPE, set(gpu.existing), gpu.creatable))
+        for gpu in host.gpus]
+
+
 def _nova_slot_address(parent_address, index):
     """The made-up PCI address of slot ``index`` of a GPU (Nova side)."""
     head, _slot_fn = parent_address.rsplit(':', 1)
@@ -261,10 +267,12 @@ def _nova_slot_address(parent_address, index):
 
 
 def nova_devices(host):
-    """The devices of :func:`records` as Nova's libvirt driver reports
-    them: an mdev parent is a ``type-PF``, its slots ``type-VF``s."""
+    """The host's devices as Nova's libvirt driver reports them: an mdev
+    parent is a ``type-PF``, every slot it has or can still create a
+    ``type-VF`` of it (Nova lists each one; ours counts the creatable
+    ones on the parent), in the order of :func:`records`."""
+    slots_of = dict(_slot_records(host))
     out = []
-    index_of = {}
     for record in records(host):
         dev = {'address': record['address'],
                'vendor_id': record['vendor_id'],
@@ -273,17 +281,20 @@ def nova_devices(host):
                'numa_node': record['numa_node'],
                'label': record['label'],
                'dev_id': record['dev_id']}
-        if record['dev_type'] == 'mdev-pf':
-            dev['dev_type'] = 'type-PF'
-        elif record['dev_type'] == 'mdev-vf':
-            parent = record['parent_addr']
-            index = index_of[parent] = index_of.get(parent, -1) + 1
-            dev['address'] = _nova_slot_address(parent, index)
-            dev['dev_type'] = 'type-VF'
-            dev['dev_id'] = pci_node_name(dev['address'])
+        if record['dev_type'] == 'mdev-vf':
+            continue            # listed with the parent below
         if record['parent_addr']:
             dev['parent_addr'] = record['parent_addr']
+        if record['dev_type'] != 'mdev-pf':
+            out.append(dev)
+            continue
+        dev['dev_type'] = 'type-PF'
         out.append(dev)
+        for index, _uuid in enumerate(slots_of[record['address']]):
+            address = _nova_slot_address(record['address'], index)
+            out.append(dict(dev, address=address, dev_type='type-VF',
+                            dev_id=pci_node_name(address),
+                            parent_addr=record['address']))
     return out
 
 
