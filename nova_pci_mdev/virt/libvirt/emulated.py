@@ -221,9 +221,12 @@ class EmulatedHost(host_mod.Host):
         return self._devices_with(self.backend.list())
 
     def _devices_with(self, made):
-        capacity = self.facts().capacity
+        facts = self.facts()
+        capacity = facts.capacity
         self._file_devices()
-        self.left_out = list(self._file_left_out)
+        self.left_out = list(self._file_left_out) + [
+            exception.NodeDeviceLeftOut(device=device, reason=reason)
+            for device, reason in facts.left_out]
         used = {}
         for info in made.values():
             key = (info.parent, info.mdev_type)

@@ -34,6 +34,9 @@ class HostFacts:
     capacity: dict          # (parent address, mdev type) -> total
     initial: tuple          # (uuid, parent address, mdev type) of the file
     numa_nodes: tuple       # distinct NUMA nodes of the devices (no None)
+    #: (device, reason) of the file's mdevs left out: a UUID under two
+    #: parents is believed under neither.
+    left_out: tuple = ()
 
 
 def from_devices(devices):
@@ -47,7 +50,8 @@ def from_devices(devices):
             parents[dev.name] = dev
     # The same mdev UUID under two parents: neither is believed, so
     # neither parent is offered a slot the host does not have.
-    mdevs = records.unique(mdevs, [])
+    duplicates = []
+    mdevs = records.unique(mdevs, duplicates)
     address_of = {name: dev.address for name, dev in parents.items()}
     located = [(m, nodenames.parent_address(m, address_of)) for m in mdevs]
     used = {}
@@ -65,7 +69,9 @@ def from_devices(devices):
         capacity=capacity,
         initial=tuple((m.uuid, parent, m.mdev_type)
                       for m, parent in located if parent is not None),
-        numa_nodes=tuple(sorted(nodes)))
+        numa_nodes=tuple(sorted(nodes)),
+        left_out=tuple((p.kwargs['device'], p.kwargs['reason'])
+                       for p in duplicates))
 
 
 def load(state_dir, digest):
@@ -78,7 +84,8 @@ def load(state_dir, digest):
         facts = HostFacts(
             capacity={(p, t): n for p, t, n in doc['capacity']},
             initial=tuple((u, p, t) for u, p, t in doc['initial']),
-            numa_nodes=tuple(doc['numa_nodes']))
+            numa_nodes=tuple(doc['numa_nodes']),
+            left_out=tuple((d, r) for d, r in doc['left_out']))
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
     return facts if _well_formed(facts) else None
@@ -93,7 +100,8 @@ def _well_formed(facts):
     return (all(isinstance(p, str) and isinstance(t, str) and _count(n)
                 for (p, t), n in facts.capacity.items())
             and all(isinstance(x, str) for i in facts.initial for x in i)
-            and all(_count(n) for n in facts.numa_nodes))
+            and all(_count(n) for n in facts.numa_nodes)
+            and all(isinstance(x, str) for i in facts.left_out for x in i))
 
 
 def save(state_dir, digest, facts):
@@ -102,7 +110,8 @@ def save(state_dir, digest, facts):
            'capacity': sorted([p, t, n]
                               for (p, t), n in facts.capacity.items()),
            'initial': [list(i) for i in facts.initial],
-           'numa_nodes': list(facts.numa_nodes)}
+           'numa_nodes': list(facts.numa_nodes),
+           'left_out': [list(i) for i in facts.left_out]}
     with contextlib.suppress(OSError):
         fd, tmp = tempfile.mkstemp(dir=state_dir, prefix='.host-facts.',
                                    suffix='.tmp')
