@@ -146,10 +146,8 @@ class ComputeHost(object):
         and allocated NVIDIA VFs get their vGPU type back; without it
         (views, dry runs) the host is only read. Either way a held slot the
         host does not list keeps its capacity (:meth:`.host.Host.discover`)
-        and is never offered to anyone else. Then the host is discovered
-        and the tracker synced, unless nothing a sync reads changed since
-        the last one (:mod:`nova_pci_mdev.synced`). An exception rolls it
-        all back; only devices whose fields changed are written.
+        and is never offered to anyone else. Then the tracker is synced
+        with the host, when its input changed (:mod:`.synced`).
         """
         with self.store.transaction() as tx:
             loaded = tx.load_devices()
@@ -161,29 +159,16 @@ class ComputeHost(object):
                     loaded, self.mdevs.recreate_vanished(
                         [claims.slot_of(d) for d in held
                          if d.status == Status.ALLOCATED]))
-            held = [claims.slot_of(d) for d in held]
-            source = self.host.discovery_input()
             tracker = manager.PciDevTracker(
                 self._whitelist, self.topology, loaded,
                 slot_factory=self._slots)
-            del loaded
-            done = synced.bring_in_line(tracker, self.host, self.vgpus,
-                                        self.settings, held, source,
-                                        tx.sync_note())
-            del source
-            if done.note is not None:
-                tx.put_sync_note(done.note)
+            done = synced.bring_in_line(
+                tx, tracker, self.host, self.vgpus, self.settings,
+                [claims.slot_of(d) for d in held])
             yield Session(tx, tracker, done.report, tx.instances(),
                           done.unlisted, recreated, done.problems,
                           done.vgpu_states)
-            changed, deleted = tracker.pop_changes()
-            # Only what differs from its row: a relative touched by a
-            # claim without any field set is not written again.
-            changed = [d for d in changed if d.obj_what_changed()]
-            tx.save_devices(changed)
-            tx.delete_devices(deleted)
-        for dev in changed:
-            dev.obj_reset_changes()
+            synced.save(tx, tracker)
 
     # -- read-only views ---------------------------------------------------
 

@@ -122,17 +122,19 @@ def _with_states(base, states):
     return hasher.hexdigest()
 
 
-def bring_in_line(tracker, host, vgpus, settings, held, source, note):
-    """Sync ``tracker`` with ``source`` unless ``note`` (the last note
-    recorded) says that this very input was applied already.
+def bring_in_line(tx, tracker, host, vgpus, settings, held):
+    """Sync ``tracker`` with what the host lists now, unless the note of
+    the last sync (in the store transaction ``tx``) says that this very
+    input was applied already; a sync that ran records its note in ``tx``.
 
     ``vgpus`` (a :class:`~.virt.libvirt.vgpu_vfs.VgpuVfManager`) gives the
     records the vGPU view of NVIDIA VFs, as ``vgpus.view`` does; their
     ``nvidia/`` states are read once and are part of the input: the note
     keeps the VFs to read, since finding them takes records.
     """
+    source = host.discovery_input()
     base = input_key(host, source, settings, held)
-    note = note or {}
+    note = tx.sync_note() or {}
     if note.get('base') == base:
         candidates = list(note.get('vf_candidates') or ())
         states = vgpus.states(candidates) if candidates else {}
@@ -155,11 +157,25 @@ def bring_in_line(tracker, host, vgpus, settings, held, source, note):
     tracked = tracker.devices
     unlisted = [r for r in records if r['address'] not in tracked]
     problems = host_checks.problems(settings, records, host.hostname)
-    return Outcome(report, records, unlisted, problems, states, {
+    note = {
         'base': base, 'key': _with_states(base, states),
         'vf_candidates': candidates, 'unlisted': unlisted,
         'problems': [_problem_doc(p) for p in problems],
-        'left_out': [_problem_doc(p)['kwargs'] for p in host.left_out]})
+        'left_out': [_problem_doc(p)['kwargs'] for p in host.left_out]}
+    tx.put_sync_note(note)
+    return Outcome(report, records, unlisted, problems, states, note)
+
+
+def save(tx, tracker):
+    """Write what a session changed in ``tracker``: only the devices whose
+    fields differ from their rows (a relative a claim touched without
+    setting anything is not written again), and the deleted ones."""
+    changed, deleted = tracker.pop_changes()
+    changed = [d for d in changed if d.obj_what_changed()]
+    tx.save_devices(changed)
+    tx.delete_devices(deleted)
+    for dev in changed:
+        dev.obj_reset_changes()
 
 
 def _problem_doc(problem):
