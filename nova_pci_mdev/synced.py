@@ -21,8 +21,8 @@ Invariants:
   rolled-back session leaves the previous note, whose digest no longer
   matches if the input changed.
 * Anything the records depend on is in the digest, the code included (the
-  bytes of the modules that parse, build and apply records), so that a new
-  version never trusts an old note. Claims and releases change no record
+  bytes of every product module), so that a new version never trusts an
+  old note. Claims and releases change no record
   (only statuses and owners, which a sync never takes from a record):
   skipping a sync is exactly what an unchanged sync would have done.
 * A held slot enters the digest only while the host does not list its
@@ -33,45 +33,35 @@ Invariants:
 import dataclasses
 import functools
 import hashlib
-import importlib
+import os
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.conf import host_checks
+from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev.virt.libvirt import nvidia_vf
 
-#: Modules whose code decides the records and what a sync does with them.
-_CODE = (
-    'nova_pci_mdev.synced', 'nova_pci_mdev.compute', 'nova_pci_mdev.names',
-    'nova_pci_mdev.objects.fields', 'nova_pci_mdev.objects.pci_device',
-    'nova_pci_mdev.pci.devspec', 'nova_pci_mdev.pci.whitelist',
-    'nova_pci_mdev.pci.manager', 'nova_pci_mdev.virt.libvirt.host',
-    'nova_pci_mdev.virt.libvirt.emulated',
-    'nova_pci_mdev.virt.libvirt.host_facts',
-    'nova_pci_mdev.virt.libvirt.listing',
-    'nova_pci_mdev.virt.libvirt.nodedev',
-    'nova_pci_mdev.virt.libvirt.nodenames',
-    'nova_pci_mdev.virt.libvirt.records', 'nova_pci_mdev.virt.libvirt.slots',
-    'nova_pci_mdev.virt.libvirt.xmlsafe',
-    'nova_pci_mdev.virt.libvirt.nvidia_vf',
-    'nova_pci_mdev.virt.libvirt.vgpu_vfs',
-    'nova_pci_mdev.objects.extra_info', 'nova_pci_mdev.conf.host_checks',
-    'nova_pci_mdev.pci.capacity',
-)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @functools.lru_cache(maxsize=1)
 def code_digest():
-    """sha256 over the source of :data:`_CODE` (module names if a file
-    cannot be read: then no note from another process is trusted)."""
+    """sha256 over the source of every product module (``nova_pci_mdev``
+    without its tests): whatever moves between modules, a note of other
+    code is never trusted. About a megabyte, read once per process."""
     hasher = hashlib.sha256()
-    for name in _CODE:
-        path = getattr(importlib.import_module(name), '__file__', None)
-        try:
-            with open(path, 'rb') as f:
-                hasher.update(f.read())
-        except (OSError, TypeError):
-            hasher.update(('%s unreadable %s' % (name, id(hasher))).encode())
+    root = os.path.join(_PACKAGE, 'nova_pci_mdev')
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs
+                         if d not in ('tests', 'data', '__pycache__'))
+        for name in sorted(f for f in files if f.endswith('.py')):
+            path = os.path.join(folder, name)
+            hasher.update(os.path.relpath(path, root).encode() + b'\0')
+            try:
+                with open(path, 'rb') as f:
+                    hasher.update(f.read())
+            except OSError:
+                hasher.update(b'unreadable %d' % id(hasher))
     return hasher.hexdigest()
 
 
@@ -140,7 +130,7 @@ def bring_in_line(tx, tracker, host, vgpus, settings, held):
         states = vgpus.states(candidates) if candidates else {}
         if note.get('key') == _with_states(base, states):
             kept = tuple(address for address, dev in tracker.devices.items()
-                         if manager.is_missing(dev))
+                         if device_table.is_missing(dev))
             host.left_out = [exception.NodeDeviceLeftOut(**doc)
                              for doc in note.get('left_out') or ()]
             return Outcome(manager.SyncReport((), (), (), kept), None,
