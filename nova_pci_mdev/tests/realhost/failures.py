@@ -199,7 +199,7 @@ def exists_and_exhausted(env, existing):
 
 def parent_gone(env, held):
     """Unload mtty: the backends refuse naming the parent, the CLI keeps the
-    allocation; load it again: the CLI brings the mdevs back."""
+    allocation; load it again: ``restore`` brings the mdevs back."""
     with env.recorder.check('parent-gone', 'with mtty unloaded both backends '
                             'refuse naming the parent; devices keeps the '
                             'allocation') as check:
@@ -219,11 +219,14 @@ def parent_gone(env, held):
         check.expect(sorted(kept) == sorted(held),
                      'devices lost allocated mdevs: kept %s of %s'
                      % (kept, held))
-    with env.recorder.check('parent-back', 'mtty loaded again: devices '
+    with env.recorder.check('parent-back', 'mtty loaded again: restore '
                             'recreates the allocated mdevs') as check:
         check.run(['modprobe', 'mtty'], timeout=120, expect=0)
         check.run(['udevadm', 'settle'], timeout=120)
         env.cli(check, 'devices', fmt='table', expect=0)
+        check.expect(not set(env.sysfs_mdevs()) & set(held),
+                     'devices (a view) recreated mdevs')
+        env.cli(check, 'restore', fmt='table', expect=0)
         mdevs = env.sysfs_mdevs()
         for uuid in held:
             check.expect(mdevs.get(uuid) == (guest.PARENT, guest.MDEV_TYPE),

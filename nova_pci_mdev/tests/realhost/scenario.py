@@ -7,7 +7,8 @@ domain with the printed hostdevs, started paused by libvirt's QEMU; the
 in-use removal refusals while it runs; ``release``; exhaustion; finally a
 claim left in place for the reboot. After the reboot
 (:func:`after_reboot`): the same mdevs are back with the same UUIDs on the
-same parent and ``devices`` shows them allocated.
+same parent after ``restore`` (``devices``, a view, lists the missing
+ones and creates nothing) and ``devices`` shows them allocated.
 """
 
 import os
@@ -289,15 +290,24 @@ def after_reboot(env):
     rec = env.recorder
     handover = env.load()
     uuids = handover.get('reboot_uuids', [])
-    with rec.check('reboot-devices', 'after the reboot devices brings the '
-                   'same mdevs back on the same parent, still allocated'
+    with rec.check('reboot-devices', 'after the reboot devices lists the '
+                   'missing mdevs, restore brings the same mdevs back on '
+                   'the same parent, still allocated'
                    ) as check:
         check.expect(uuids, 'the first boot handed over no mdevs')
         back = _autostarted(env, check, uuids)
+        missing = sorted(set(uuids) - set(back))
         table = env.cli(check, 'devices', fmt='table', expect=0).stdout
-        for uuid in set(uuids) - set(back):
-            check.expect('recreated vanished mdev %s' % uuid in table,
-                         'devices did not say it recreated %s' % uuid)
+        for uuid in missing:
+            check.expect('allocated mdev %s is not on the host' % uuid
+                         in table, 'devices did not list %s as missing'
+                         % uuid)
+        check.expect(env.sysfs_mdevs().keys() & set(missing) == set(),
+                     'devices (a view) created mdevs on the host')
+        restored = env.cli(check, 'restore', fmt='table', expect=0).stdout
+        for uuid in missing:
+            check.expect('restored %s' % uuid in restored,
+                         'restore did not say it recreated %s' % uuid)
         devices = env.devices(check)
         held = _slots(devices, status='allocated',
                       instance=handover.get('reboot_instance'))
