@@ -60,24 +60,20 @@ Invariants:
 """
 
 import contextlib
-import json
 import os
 import sqlite3
 import tempfile
 import urllib.parse
 
 from nova_pci_mdev import exception
-from nova_pci_mdev.objects import base
-from nova_pci_mdev.objects import pci_device
 from nova_pci_mdev import store_files as files
+from nova_pci_mdev import store_rows as rows
 from nova_pci_mdev import store_schema as schema
 
 SCHEMA_VERSION = schema.SCHEMA_VERSION
 DEVICE_COLUMNS = schema.DEVICE_COLUMNS
 DEFAULT_BUSY_TIMEOUT = 10.0
-_COLUMN_NAMES = schema.COLUMN_NAMES
-#: store_info key of the last sync's note (a JSON document).
-SYNC_NOTE = 'sync_note'
+SYNC_NOTE = rows.SYNC_NOTE
 
 
 class SqliteStore(object):
@@ -259,7 +255,8 @@ class SqliteStore(object):
 
     @contextlib.contextmanager
     def transaction(self, immediate=True):
-        """A :class:`Transaction`: BEGIN IMMEDIATE, COMMIT or ROLLBACK.
+        """A :class:`.store_rows.Transaction`: BEGIN IMMEDIATE, COMMIT or
+        ROLLBACK.
 
         ``immediate=False`` begins a deferred transaction, for reads: it
         takes no write lock until its first write.
@@ -274,7 +271,7 @@ class SqliteStore(object):
                           'writers)' % self.busy_timeout):
             self._conn.execute('BEGIN IMMEDIATE' if immediate else 'BEGIN')
         changes = self._conn.total_changes
-        tx = self._tx = Transaction(self, self._conn)
+        tx = self._tx = rows.Transaction(self, self._conn)
         try:
             yield tx
         except BaseException:
@@ -315,132 +312,3 @@ class SqliteStore(object):
     def _close_tx(self, tx):
         tx._open = False
         self._tx = None
-
-
-class Transaction(object):
-    """What may be done inside :meth:`SqliteStore.transaction`."""
-
-    def __init__(self, store, conn):
-        self._store = store
-        self._conn = conn
-        self._open = True
-
-    @contextlib.contextmanager
-    def _sql(self, action):
-        if not self._open:
-            raise self._store._error(
-                '%s: the transaction is already closed' % action)
-        with self._store._errors(action):
-            yield self._conn
-
-    # -- devices -----------------------------------------------------------
-
-    def load_devices(self):
-        """Every stored device as a :class:`PciDevice` (by address).
-
-        Each column goes through its field's validation (``coerce``), once
-        per distinct value (:class:`~.objects.base.Restorer`: a host's
-        rows repeat the same ids, types and statuses), and each distinct
-        ``extra_info`` text is parsed and validated once (every device
-        gets its own copy); rows are read one by one, never all held at
-        once beside the devices.
-        """
-        cls = pci_device.PciDevice
-        restore = base.Restorer(cls, _COLUMN_NAMES, ready=('extra_info',))
-        extra_field = cls.fields['extra_info']
-        extra_at = _COLUMN_NAMES.index('extra_info')
-        extras = {}
-        devices = []
-        with self._sql('load devices') as conn:
-            for row in conn.execute('SELECT %s FROM devices ORDER BY address'
-                                    % ', '.join(_COLUMN_NAMES)):
-                try:
-                    text = row[extra_at]
-                    if text not in extras:
-                        extras[text] = extra_field.coerce(
-                            None, 'extra_info', json.loads(text))
-                    devices.append(restore(row, dict(extras[text])))
-                except (exception.NovaPciMdevException, ValueError,
-                        TypeError, OverflowError, RecursionError) as exc:
-                    raise self._store._error(
-                        'stored device %s is invalid: %s' % (row[0], exc))
-        return devices
-
-    def save_devices(self, devices):
-        """Insert or replace the rows of ``devices`` (by address)."""
-        rows = []
-        for dev in devices:
-            row = []
-            for name in _COLUMN_NAMES:
-                value = getattr(dev, name) if name in dev else None
-                if name == 'extra_info':
-                    value = json.dumps(value or {}, sort_keys=True)
-                row.append(value)
-            rows.append(row)
-        with self._sql('save devices') as conn:
-            conn.executemany(
-                'INSERT OR REPLACE INTO devices (%s) VALUES (%s)' % (
-                    ', '.join(_COLUMN_NAMES),
-                    ', '.join('?' * len(_COLUMN_NAMES))), rows)
-
-    def delete_devices(self, addresses):
-        """Delete the rows of ``addresses`` (unknown ones are ignored)."""
-        with self._sql('delete devices') as conn:
-            conn.executemany('DELETE FROM devices WHERE address = ?',
-                             [(address,) for address in addresses])
-
-    # -- the last sync's note ------------------------------------------------
-
-    def sync_note(self):
-        """The JSON document :meth:`put_sync_note` recorded (the digest of
-        the last sync's input and its by-products, :mod:`.synced`), or
-        None. A note that is not valid JSON reads as None: it only ever
-        makes the next sync run."""
-        with self._sql('read the sync note') as conn:
-            row = conn.execute('SELECT value FROM store_info WHERE key = ?',
-                               (SYNC_NOTE,)).fetchone()
-        try:
-            note = json.loads(row[0]) if row is not None else None
-        except (TypeError, ValueError, RecursionError):
-            return None
-        return note if isinstance(note, dict) else None
-
-    def put_sync_note(self, note):
-        text = self._dumps('the sync note', note)
-        with self._sql('write the sync note') as conn:
-            conn.execute('INSERT OR REPLACE INTO store_info (key, value) '
-                         'VALUES (?, ?)', (SYNC_NOTE, text))
-
-    # -- instances ---------------------------------------------------------
-
-    def instances(self):
-        """dict instance uuid -> its stored JSON document."""
-        with self._sql('load instances') as conn:
-            rows = conn.execute(
-                'SELECT uuid, data FROM instances ORDER BY uuid').fetchall()
-        return {uuid: self._loads('instance %s' % uuid, data)
-                for uuid, data in rows}
-
-    def save_instance(self, instance_uuid, data):
-        text = self._dumps('instance %s' % instance_uuid, data)
-        with self._sql('save instance %s' % instance_uuid) as conn:
-            conn.execute('INSERT OR REPLACE INTO instances (uuid, data) '
-                         'VALUES (?, ?)', (instance_uuid, text))
-
-    def delete_instance(self, instance_uuid):
-        with self._sql('delete instance %s' % instance_uuid) as conn:
-            conn.execute('DELETE FROM instances WHERE uuid = ?',
-                         (instance_uuid,))
-
-    def _loads(self, what, text):
-        try:
-            return json.loads(text)
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise self._store._error('stored %s is not valid JSON: %s'
-                                     % (what, exc)) from None
-
-    def _dumps(self, what, value):
-        try:
-            return json.dumps(value, sort_keys=True)
-        except (TypeError, ValueError) as exc:
-            raise self._store._error('%s is not JSON: %s' % (what, exc))
