@@ -21,6 +21,7 @@ import json
 import uuid as uuid_lib
 
 from nova_pci_mdev import exception
+from nova_pci_mdev import input_files
 
 
 def _cli():
@@ -30,8 +31,10 @@ def _cli():
 
 def _read(option, path):
     try:
-        with open(path, encoding='utf-8') as handle:
-            return handle.read()
+        return input_files.read_text(path)
+    except input_files.NotAnInputFile as exc:
+        raise exception.InvalidValue(field=option, value=path,
+                                     rule=str(exc))
     except (OSError, UnicodeError) as exc:
         raise exception.InvalidValue(field=option, value=path,
                                      rule='cannot be read: %s' % exc)

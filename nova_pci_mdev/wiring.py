@@ -17,6 +17,8 @@ closed again if anything after it fails.
 import os
 
 from nova_pci_mdev import compute as compute_mod
+from nova_pci_mdev import exception
+from nova_pci_mdev import input_files
 from nova_pci_mdev import memory
 from nova_pci_mdev import state_dir as state_dir_mod
 from nova_pci_mdev import store as store_mod
@@ -38,6 +40,7 @@ def build_compute_host(args, settings):
     """The ComputeHost of ``args.connection`` with its state in
     ``args.state_dir`` (see the module docstring)."""
     state_dir_mod.prepare(args.state_dir)
+    _check_host_file(args.connection)
     # connect() gives a Host that reopens the connection if libvirtd restarts.
     host = host_mod.connect(args.connection)
     sidecar = None
@@ -56,6 +59,20 @@ def build_compute_host(args, settings):
     except BaseException:
         store.close()
         raise
+
+
+def _check_host_file(uri):
+    """Refuse a ``test:///path`` whose path or sidecar is not a regular
+    file before libvirt's test driver or the sidecar reader opens it (a
+    FIFO would block, a device be read without end)."""
+    path = host_file(uri)
+    for what, name in (('host file', path),
+                       ('sidecar', path and emulated.sidecar_path(path))):
+        reason = name and input_files.problem(name)
+        if reason:
+            raise exception.InvalidValue(
+                field='--connection', value=uri,
+                rule='its %s %s %s' % (what, name, reason))
 
 
 def _open_store(args, host, sidecar):

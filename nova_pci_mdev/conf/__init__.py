@@ -8,11 +8,11 @@ one run; :func:`load_settings` returns :class:`Settings` or raises
 :class:`~nova_pci_mdev.exception.ConfigErrors` listing them all.
 """
 
-import os
 
 from oslo_config import cfg
 
 from nova_pci_mdev import exception
+from nova_pci_mdev import input_files
 from nova_pci_mdev.conf import devices
 from nova_pci_mdev.conf import mdev
 from nova_pci_mdev.conf import pci
@@ -70,12 +70,14 @@ def new_config(config_files=(), args=()):
 
 
 def _check_files(paths):
-    """Refuse configuration files that are directories (oslo.config
-    would fail on them with a bare IsADirectoryError)."""
+    """Refuse configuration files that are not regular files: oslo.config
+    fails on a directory with a bare IsADirectoryError, blocks forever on
+    a FIFO and reads ``/dev/zero`` until memory runs out."""
     problems = [exception.ConfigError(
         group='-', option='--config-file', value=path,
-        rule='is a directory, expected a nova.conf file')
-        for path in paths if os.path.isdir(path)]
+        rule='%s (a nova.conf file)' % reason)
+        for path, reason in ((p, input_files.problem(p)) for p in paths)
+        if reason is not None]
     if problems:
         raise exception.ConfigErrors(problems)
 

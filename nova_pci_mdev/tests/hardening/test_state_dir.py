@@ -21,6 +21,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 
 import fixtures
 from hypothesis import given
@@ -30,6 +31,7 @@ from nova_pci_mdev import cli
 from nova_pci_mdev import data
 from nova_pci_mdev import exception
 from nova_pci_mdev import flavor as flavor_mod
+from nova_pci_mdev import input_files
 from nova_pci_mdev.tests.fixtures import statedir
 from nova_pci_mdev.tests.hardening import hosts
 from nova_pci_mdev.tests.hardening import procs
@@ -48,6 +50,25 @@ def run(*argv):
     out, err = io.StringIO(), io.StringIO()
     code = cli.main(list(argv), out=out, err=err)
     return code, out.getvalue(), err.getvalue()
+
+
+class _Unblocker(threading.Thread):
+    """After ``delay`` seconds, keeps giving every blocked reader of the
+    FIFOs its end of file until stopped: a reader that should never have
+    opened them fails instead of hanging the test."""
+
+    def __init__(self, delay, *fifos):
+        super().__init__(daemon=True)
+        self.delay, self.fifos, self.done = delay, fifos, threading.Event()
+
+    def run(self):
+        self.done.wait(self.delay)
+        while not self.done.wait(0.2):
+            for fifo in self.fifos:
+                try:
+                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+                except OSError:
+                    pass        # ENXIO: nobody is reading it
 
 
 def digest(path):
@@ -316,6 +337,47 @@ class PathErrorTest(StateDirTestCase):
                                          expect=2)
                     self.assertIn(path, err)
                     self.assertIn(rule, err)
+
+    def test_input_files_that_block_or_never_end(self):
+        """A FIFO named as an input file would block the command forever,
+        a device such as /dev/zero would be read until memory runs out,
+        a huge file would be read whole. If the guard failed, a writer
+        opens each FIFO after 10 s and closes it, and the huge file is
+        sparse, so the test fails on the message instead of hanging
+        (/dev/zero itself is in the unit tests of input_files)."""
+        fifo = os.path.join(self.tmp, 'pipe')
+        os.mkfifo(fifo)
+        host = os.path.join(self.tmp, 'host.xml')
+        os.mkfifo(host)
+        unblock = _Unblocker(10, fifo, host)
+        unblock.start()
+        self.addCleanup(unblock.done.set)
+        live = ('live-move-check', '--extra-spec', VGPU, '--source')
+        huge = os.path.join(self.tmp, 'huge.json')
+        with open(huge, 'wb') as handle:      # sparse: costs no disk
+            handle.truncate(input_files.MAX_BYTES + 1)
+        cases = [
+            (('--config-file', fifo, 'devices'), '--config-file', 'a FIFO'),
+            (('--config-file', huge, 'check-config'), '--config-file',
+             'is %d bytes' % (input_files.MAX_BYTES + 1)),
+            (('--connection', 'test://' + host, 'devices'), '--connection',
+             'its host file %s is a FIFO' % host),
+            (('--connection', 'test:///dev/null', 'devices'),
+             '--connection', 'a character device'),
+            (live + (fifo,), '--source', 'a FIFO'),
+            (live + (huge,), '--source', 'more than the'),
+        ]
+        with self.record('exits', 'an input file that is a FIFO or a '
+                         'device (--config-file, a test:/// host file, '
+                         '--source)', 'exit 2 at once naming the option, '
+                         'the path and what it is; nothing read') as row:
+            for argv, option, rule in cases:
+                row.cases += 1
+                _out, err = self.cli(*argv, expect=2)
+                self.assertIn(option, err)
+                self.assertIn(rule, err)
+                self.assertIn(argv[argv.index(option) + 1].replace(
+                    'test://', ''), err)
 
 
 # -- the property ---------------------------------------------------------

@@ -22,6 +22,7 @@ import json
 import re
 
 from nova_pci_mdev import exception
+from nova_pci_mdev import input_files
 from nova_pci_mdev import numa
 from nova_pci_mdev.virt.libvirt import xmlsafe
 
@@ -165,8 +166,7 @@ def _sidecar_cell(where, cell, seen, error):
 def load_topology_sidecar(path):
     """Read and validate a sidecar JSON file (see the module docstring)."""
     try:
-        with open(path, encoding='utf-8') as handle:
-            text = handle.read()
+        text = input_files.read_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise exception.TopologySidecarInvalid(
             path=path, reason='cannot read: %s' % exc)

@@ -32,6 +32,7 @@ import json
 import os
 
 from nova_pci_mdev import exception
+from nova_pci_mdev import input_files
 from nova_pci_mdev.virt.libvirt import capabilities
 from nova_pci_mdev.virt.libvirt import host as host_mod
 from nova_pci_mdev.virt.libvirt import host_facts
@@ -64,8 +65,7 @@ def load_sidecar(path):
     if path is None or not os.path.exists(path):
         return Sidecar()
     try:
-        with open(path, encoding='utf-8') as handle:
-            data = json.load(handle)
+        data = json.loads(input_files.read_text(path))
     except (OSError, ValueError, RecursionError) as exc:
         raise exception.TopologySidecarInvalid(path=path, reason=str(exc))
     if not isinstance(data, dict):
