@@ -62,17 +62,22 @@ def build_compute_host(args, settings):
 
 
 def _check_host_file(uri):
-    """Refuse a ``test:///path`` whose path or sidecar is not a regular
-    file before libvirt's test driver or the sidecar reader opens it (a
-    FIFO would block, a device be read without end)."""
+    """Refuse a ``test:///path`` whose host file or sidecar is not a
+    regular file before libvirt's test driver or the sidecar reader opens
+    it (a FIFO would block, a device be read without end); like every
+    unusable host description, a host failure (exit 3)."""
     path = host_file(uri)
-    for what, name in (('host file', path),
-                       ('sidecar', path and emulated.sidecar_path(path))):
-        reason = name and input_files.problem(name)
-        if reason:
-            raise exception.InvalidValue(
-                field='--connection', value=uri,
-                rule='its %s %s %s' % (what, name, reason))
+    if path is None:
+        return
+    reason = input_files.problem(path)
+    if reason:
+        raise exception.HostDescriptionInvalid(
+            reason='the host file %s of --connection %s %s'
+            % (path, uri, reason))
+    sidecar = emulated.sidecar_path(path)
+    reason = input_files.problem(sidecar)
+    if reason:
+        raise exception.TopologySidecarInvalid(path=sidecar, reason=reason)
 
 
 def _open_store(args, host, sidecar):
