@@ -66,6 +66,7 @@ class _UsableDevices(object):
 
     def __init__(self, whitelist):
         self._whitelist = whitelist
+        self.pure = getattr(whitelist, 'pure', False)
 
     def match(self, dev):
         extra = (dev.get('extra_info') if isinstance(dev, dict)

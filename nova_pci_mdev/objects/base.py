@@ -176,6 +176,57 @@ class Restorer(object):
         return obj
 
 
+class Maker(object):
+    """Builds new objects of ``cls`` from dicts of field values, in bulk.
+
+    The result is what ``cls(**values)`` gives: every value goes through
+    its field's own ``coerce`` and every field set is recorded as changed
+    (``obj_what_changed``). But each distinct immutable value (str, int,
+    float, bool, None) of a field, and each distinct dict of strings, is
+    coerced once: a sync's thousands of new devices repeat the same ids,
+    types and ``extra_info``. A dict result is copied for every object
+    (objects never share a mutable value). ``ready`` values are stored as
+    given: the caller already validated them with the field's own rule.
+    Build one per batch: it holds every distinct value it has seen.
+    """
+
+    def __init__(self, cls):
+        self.cls = cls
+        #: name -> (where oslo stores it, its field's coerce, memo)
+        self._fields = {name: (_storage_name(name), field.coerce, {})
+                        for name, field in cls.fields.items()}
+
+    def __call__(self, values, ready=None):
+        obj = self.cls()
+        stored = {}
+        for name, value in values.items():
+            attr, coerce, memo = self._fields[name]
+            kind = type(value)
+            if kind is str:
+                key = value
+            elif value is None or kind in _IMMUTABLE:
+                key = (kind, value)
+            elif kind is dict and all(
+                    type(k) is str and type(v) is str
+                    for k, v in value.items()):
+                key = (dict, tuple(value.items()))
+            else:
+                stored[attr] = coerce(obj, name, value)
+                continue
+            try:
+                value = memo[key]
+            except KeyError:
+                value = memo[key] = coerce(obj, name, value)
+            stored[attr] = dict(value) if type(value) is dict else value
+        if ready:
+            stored.update((_storage_name(name), value)
+                          for name, value in ready.items())
+            obj._changed_fields.update(ready)
+        obj.__dict__.update(stored)
+        obj._changed_fields.update(values)
+        return obj
+
+
 class PersistentMixin(object):
     """The bookkeeping fields every persisted Nova object carries."""
 

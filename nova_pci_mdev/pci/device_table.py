@@ -129,10 +129,28 @@ class DeviceTable(object):
                 parent.child_devices.append(dev)
 
     def _normalise(self):
-        """Give every free device the status its relatives imply."""
+        """Give every free device the status its relatives imply; returns
+        the devices whose status changed.
+
+        Only relatives of a device in use can be anything but
+        ``available`` (:func:`derived_status`), so those are derived and
+        every other free device is simply made ``available``: linear, and
+        cheap for the devices no instance is near.
+        """
+        held = [dev for dev in self._devs.values()
+                if dev.status in Status.BUSY]
+        near = {dev.address: dev for dev in family(held)}
+        changed = []
         for dev in self._devs.values():
-            if dev.status in Status.FREE:
-                status = derived_status(dev)
-                if status != dev.status:
-                    dev.status = status
-                    self._touch(dev)
+            status = dev.status
+            if status == Status.AVAILABLE and dev.address not in near:
+                continue
+            if status not in Status.FREE:
+                continue
+            new = (derived_status(dev) if dev.address in near
+                   else Status.AVAILABLE)
+            if new != status:
+                dev.status = new
+                self._touch(dev)
+                changed.append(dev)
+        return changed

@@ -77,7 +77,9 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
 
     :param whitelist: an object with ``match(dev) -> spec | None`` where
         ``spec.tags`` is a dict (``pci.whitelist.Whitelist``); ``dev`` is a
-        device record dict or a :class:`PciDevice`.
+        device record dict or a :class:`PciDevice`. Its answers may change
+        between syncs, unless its ``pure`` attribute is True: then an
+        answer depends on the device alone.
     :param numa_topology: the host's ``numa.HostTopology`` (for the pools).
     :param devices: :class:`PciDevice` objects loaded from a store. They are
         checked against the whitelist like a sync would (a free device that
@@ -90,6 +92,9 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
                  slot_factory=None):
         super().__init__()
         self._whitelist = whitelist
+        # Whether its answer is a function of the record alone (``pure``),
+        # so that a record equal to one applied before needs no question.
+        self._pure = getattr(whitelist, 'pure', False) is True
         self._slot_factory = slot_factory
         self._made = []            # (parent, new slots) of the claim
         self.stats = pci_stats.PciDeviceStats(
@@ -126,28 +131,60 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
         Records the whitelist does not match are ignored. Returns a
         :class:`SyncReport`; ``kept`` lists every in-use device that is
         missing from the host (or from the whitelist) after this sync.
+
+        Cost: one lookup and one dict comparison for a record equal to the
+        one applied last (the steady state); links and statuses are
+        re-derived in one cheap pass when anything changed, and only the
+        devices that changed, and their relatives, move between pools.
         """
         seen = self._whitelisted(records)
         # Build the new devices first: a record a device cannot hold fails
         # the sync before anything has changed.
-        new = {address: pci_device.PciDevice.create(record)
-               for address, (record, _tags) in seen.items()
-               if address not in self._devs}
-        removed, kept = self._drop_unseen(seen)
+        make = pci_device.PciDevice.maker()
+        new = {address: make(entry[0], address)
+               for address, entry in seen.items()
+               if entry is not None and address not in self._devs}
+        removed, kept, touched = self._drop_unseen(seen)
         added, updated, retagged = self._apply(seen, new)
         if added or updated or removed or retagged:
+            touched.extend(self._devs[a] for a in added + updated + retagged)
+            touched.extend(self._devs[a] for a in kept)
             self._relink()
-            self._normalise()
-            for dev in self._devs.values():
-                self._refresh(dev)
+            self._settle(touched)
         return SyncReport(tuple(added), tuple(updated), tuple(removed),
                           tuple(kept))
 
+    def _settle(self, touched):
+        """After a relink: every free status derived again, and the
+        devices ``touched`` (with their relatives, and whatever status
+        changed) put in the pools where they belong."""
+        changed = self._normalise()
+        if 2 * len(touched) >= len(self._devs):
+            todo = self._devs      # a first sync: everything, no walks
+        else:
+            todo = {dev.address: dev for dev in device_table.family(
+                [d for d in touched if self._devs.get(d.address) is d])}
+            todo.update((dev.address, dev) for dev in changed)
+        for address, dev in list(todo.items()):
+            if self._devs.get(address) is dev:
+                self._refresh(dev)
+
     def _whitelisted(self, records):
         """``{address: (record, tags)}`` of the records the whitelist
-        matches, addresses normalised."""
+        matches, addresses normalised; ``{address: None}`` for a record
+        equal to the one applied last at that address when the whitelist
+        is ``pure`` (its answer is then the same, and a missing device has
+        no record applied: nothing to look at)."""
         seen = {}
+        applied = self._applied if self._pure else {}
         for record in records:
+            try:
+                last = applied.get(record['address'])
+            except (KeyError, TypeError):
+                last = None     # _record_address says what is wrong
+            if last is not None and last == record:
+                seen[last['address']] = None
+                continue
             address = _record_address(record)
             spec = self._whitelist.match(record)
             if spec is None:
@@ -159,25 +196,31 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
 
     def _drop_unseen(self, seen):
         """Forget free devices the host no longer lists; flag busy ones
-        missing. Returns ``(removed, kept)`` addresses."""
-        removed, kept = [], []
+        missing. Returns ``(removed, kept)`` addresses and the relatives
+        of the removed devices."""
+        removed, kept, relatives = [], [], []
         for dev in [d for a, d in self._devs.items() if a not in seen]:
             if dev.status in Status.BUSY:
                 if not device_table.is_missing(dev):
                     self._set_missing(dev, True)
+                    # Applied again when it reappears.
+                    self._applied.pop(dev.address, None)
                 kept.append(dev.address)
             else:
+                relatives.extend(dev._ancestors() + dev._descendants())
                 self._forget(dev, unlink=False)
                 removed.append(dev.address)
-        return removed, kept
+        return removed, kept, relatives
 
     def _apply(self, seen, new):
         """Add ``new`` devices, update the others from their records
         (skipping records already applied). Returns ``(added, updated,
-        retagged)``."""
-        added, updated = [], []
-        retagged = False
-        for address, (record, tags) in seen.items():
+        retagged)`` addresses."""
+        added, updated, retagged = [], [], []
+        for address, entry in seen.items():
+            if entry is None:
+                continue        # the steady state: nothing to look at
+            record, tags = entry
             dev = new.get(address)
             if dev is not None:
                 self._devs[address] = dev
@@ -189,10 +232,10 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
             dev = self._devs[address]
             if self._tags.get(address) != tags:
                 self._tags[address] = tags
-                retagged = True
+                retagged.append(address)
             missing = device_table.is_missing(dev)
             if self._applied.get(address) == record and not missing:
-                continue        # the steady state: nothing to look at
+                continue
             if missing:
                 self._set_missing(dev, False)
             changed = dev.update_device(record) or missing

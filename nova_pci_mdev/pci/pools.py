@@ -59,6 +59,26 @@ class PoolKey(typing.NamedTuple):
                 tuple((k, v or '') for k, v in self.tags))
 
 
+class Keys(object):
+    """:meth:`PoolKey.of`, remembered per distinct argument values (a
+    host's devices share a handful of keys); ``tags`` is a dict."""
+
+    def __init__(self):
+        self._memo = {}
+
+    def __call__(self, vendor_id, product_id, dev_type, mdev_type,
+                 numa_node, tags):
+        raw = (vendor_id, product_id, dev_type, mdev_type, numa_node,
+               tuple(tags.items()))
+        try:
+            return self._memo[raw]
+        except KeyError:
+            key = self._memo[raw] = PoolKey.of(*raw[:5], tags)
+            return key
+        except TypeError:       # an unhashable tag value
+            return PoolKey.of(*raw[:5], tags)
+
+
 def _norm(key, value):
     if value is None:
         return None

@@ -66,6 +66,7 @@ class PciDeviceStats(object):
         self._where = {}        # address -> (key, 'existing'|'other'|busy)
         self._creatable_key = {}    # parent address -> key of its slots
         self._ordered = None    # cached pools in sort order
+        self._key = pools.Keys()
 
     @classmethod
     def from_pools(cls, pool_list, numa_topology=None):
@@ -111,8 +112,8 @@ class PciDeviceStats(object):
         if extra_info.is_false(dev.extra_info, extra_info.WHOLE):
             self._unpool(dev.address)     # its slots to create stay
             return
-        key = pools.PoolKey.of(dev.vendor_id, dev.product_id, dev.dev_type,
-                               dev.mdev_type, dev.numa_node, dict(tags))
+        key = self._key(dev.vendor_id, dev.product_id, dev.dev_type,
+                        dev.mdev_type, dev.numa_node, tags)
         if dev.status != Status.AVAILABLE:
             place = pools.BUSY
         elif extra_info.is_true(dev.extra_info, extra_info.MDEV_EXISTS):
@@ -153,9 +154,9 @@ class PciDeviceStats(object):
         Idempotent, like :meth:`add_device`."""
         old = self._drop_creatable(parent.address)
         if count > 0 and tags is not None:
-            key = pools.PoolKey.of(parent.vendor_id, parent.product_id,
-                                   DevType.MDEV_VF, parent.mdev_type,
-                                   parent.numa_node, dict(tags))
+            key = self._key(parent.vendor_id, parent.product_id,
+                            DevType.MDEV_VF, parent.mdev_type,
+                            parent.numa_node, tags)
             pool = self._pool(key)
             pool.creatable[parent.address] = [parent, count]
             pool.creatable_total += count

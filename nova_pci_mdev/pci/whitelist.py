@@ -27,7 +27,13 @@ ANY = devspec.ANY
 
 
 class Whitelist(object):
-    """Indexed device specs; ``specs`` keeps them in configuration order."""
+    """Indexed device specs; ``specs`` keeps them in configuration order.
+
+    ``pure``: ``match`` depends on the device alone (the specs never
+    change), so the tracker need not ask again about an unchanged record.
+    """
+
+    pure = True
 
     def __init__(self, specs=(), warnings=()):
         self.specs = tuple(sorted(specs, key=lambda s: s.position))

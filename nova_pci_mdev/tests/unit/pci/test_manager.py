@@ -63,10 +63,12 @@ class FakeWhitelist(object):
     changed between syncs, like an operator editing device_spec.
     """
 
-    def __init__(self, excluded=(), tags=None):
+    def __init__(self, excluded=(), tags=None, pure=False):
         self.excluded = set(excluded)
         self.tags = dict(tags or {})
         self.calls = 0
+        # Promises not to change excluded/tags (the tracker may skip it).
+        self.pure = pure
 
     def match(self, dev):
         self.calls += 1
@@ -290,6 +292,30 @@ class TestSync(testtools.TestCase):
         self.assertNotIn(SLOT1, tracker.devices)
         self.assertEqual([], tracker.devices[GPU].child_devices)
         self.assertEqual(S.AVAILABLE, tracker.devices[GPU].status)
+
+    def test_unchanged_records_ask_a_pure_whitelist_nothing(self):
+        wl = FakeWhitelist(pure=True)
+        tracker = new_tracker(wl, world_records())
+        wl.calls = 0
+        self.assertFalse(any(tracker.sync(world_records())))
+        self.assertEqual(0, wl.calls)
+        moved = [dict(r, numa_node=5) if r['address'] == VF1 else r
+                 for r in world_records()]
+        report = tracker.sync(moved)
+        self.assertEqual(((), (VF1,), (), ()), tuple(report))
+        self.assertEqual(1, wl.calls)
+        self.assertEqual(5, tracker.devices[VF1].numa_node)
+        self.assertEqual(available_counts(tracker), pool_counts(tracker))
+
+    def test_reappearing_device_is_applied_again_with_a_pure_whitelist(self):
+        tracker = new_tracker(FakeWhitelist(pure=True), world_records())
+        tracker.claim_devices(INST_A, [SLOT2])
+        tracker.sync(without(world_records(), SLOT2))
+        self.assertTrue(device_table.is_missing(tracker.devices[SLOT2]))
+        report = tracker.sync(world_records())
+        self.assertEqual(((), (SLOT2,), (), ()), tuple(report))
+        self.assertFalse(device_table.is_missing(tracker.devices[SLOT2]))
+        self.assertEqual(available_counts(tracker), pool_counts(tracker))
 
     def test_reappearing_device_loses_its_flag(self):
         tracker = new_tracker(records=world_records())
