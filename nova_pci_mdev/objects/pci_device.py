@@ -23,7 +23,7 @@ freeing the last busy child makes the parent ``available`` again.
 them after loading, in one pass over its devices.
 """
 
-import os
+import secrets
 
 from oslo_serialization import jsonutils
 from oslo_utils import versionutils
@@ -50,7 +50,7 @@ def new_uuid():
     """A random (version 4, RFC 4122 variant) UUID in canonical form, as
     ``str(uuid.uuid4())`` gives, at a third of its cost (a sync names
     every new device): the UUID field's rule holds by construction."""
-    h = os.urandom(16).hex()
+    h = secrets.token_hex(16)
     return '%s-%s-4%s-%s%s-%s' % (h[:8], h[8:12], h[13:16],
                                   '89ab'[int(h[16], 16) & 3], h[17:20],
                                   h[20:])
