@@ -154,31 +154,11 @@ def cmd_inventory(args, out):
     return EXIT_OK
 
 
-def _extra_specs(pairs):
-    specs = {}
-    for pair in pairs:
-        key, sep, value = pair.partition('=')
-        if not sep or not key.strip():
-            raise exception.InvalidExtraSpec(
-                key='--extra-spec', value=pair,
-                reason='expected KEY=VALUE, e.g. '
-                       'pci_passthrough:alias=vGPU:1')
-        key = key.strip()
-        if key in specs:
-            raise exception.InvalidExtraSpec(
-                key=key, value=value.strip(),
-                reason='given twice (a flavor holds one value per key; '
-                       'list several aliases in one value: '
-                       'pci_passthrough:alias=a:1,b:2)')
-        specs[key] = value.strip()
-    return specs
-
-
 def cmd_claim(args, out):
     from nova_pci_mdev import flavor as flavor_mod
     from nova_pci_mdev import render
     settings = load_settings(args)
-    specs = _extra_specs(args.extra_spec)
+    specs = flavor_mod.specs_from_pairs(args.extra_spec)
     flavor = flavor_mod.parse(specs, settings.aliases)
     if not flavor.pci_requests and not flavor.resource_groups:
         raise exception.InvalidExtraSpec(
@@ -307,6 +287,20 @@ def build_parser():
     return parser
 
 
+def run():
+    """The ``nova-pci-mdev`` console script: :func:`main`, then exit.
+
+    What the command built is left to the operating system: the last
+    collection at interpreter exit would walk every device (parent and
+    child link each other) only to free memory the process is about to
+    hand back, about 0.15 s at 10,000 devices. The store was closed by
+    :func:`main`; no finaliser of ours has work to do.
+    """
+    code = main()
+    gc.freeze()
+    return code
+
+
 def main(argv=None, out=None, err=None):
     out = out or sys.stdout
     err = err or sys.stderr
@@ -334,6 +328,9 @@ def main(argv=None, out=None, err=None):
         return _run(args, out, err)
     finally:
         _warn_left_out(args, err)
+        compute = getattr(args, 'compute', None)
+        if compute is not None:
+            compute.store.close()
 
 
 def _warn_left_out(args, err):
@@ -394,4 +391,4 @@ def _silence(stream):
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(run())

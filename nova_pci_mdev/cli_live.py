@@ -77,7 +77,7 @@ def cmd_live_move_check(args, out):
     cli = _cli()
     settings = cli.load_settings(args)
     source = _load_source(args.source)
-    flavor = flavor_mod.parse(cli._extra_specs(args.extra_spec),
+    flavor = flavor_mod.parse(flavor_mod.specs_from_pairs(args.extra_spec),
                               settings.aliases)
     xml = _read('--domain-xml', args.domain_xml) if args.domain_xml else None
     compute = cli.build_compute_host(args, settings)

@@ -70,7 +70,7 @@ class _UsableDevices(object):
 
     def match(self, dev):
         extra = (dev.get('extra_info') if isinstance(dev, dict)
-                 else (dev.extra_info if 'extra_info' in dev else None))
+                 else dev.stored('extra_info'))
         if extra_info.is_false(extra, extra_info.MDEV_EXPOSED):
             return None
         return self._whitelist.match(dev)

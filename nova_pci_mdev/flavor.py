@@ -108,3 +108,25 @@ def _group_policy(extra_specs, groups):
                    '(each its own)' % ', '.join(
                        'resources%s:' % s for s in numbered))
     return policy
+
+
+def specs_from_pairs(pairs):
+    """``KEY=VALUE`` strings (the CLI's ``--extra-spec``) as a flavor's
+    extra specs dict; a malformed or repeated key is InvalidExtraSpec."""
+    specs = {}
+    for pair in pairs:
+        key, sep, value = pair.partition('=')
+        if not sep or not key.strip():
+            raise exception.InvalidExtraSpec(
+                key='--extra-spec', value=pair,
+                reason='expected KEY=VALUE, e.g. '
+                       'pci_passthrough:alias=vGPU:1')
+        key = key.strip()
+        if key in specs:
+            raise exception.InvalidExtraSpec(
+                key=key, value=value.strip(),
+                reason='given twice (a flavor holds one value per key; '
+                       'list several aliases in one value: '
+                       'pci_passthrough:alias=a:1,b:2)')
+        specs[key] = value.strip()
+    return specs

@@ -6,6 +6,11 @@ a host of 10,000 node devices about 60 MB that nothing uses again, since
 Python allocates its small objects elsewhere. :func:`release_freed` hands
 them back. It frees nothing that is in use, and is a no-op where the C
 library has no ``malloc_trim`` (musl, macOS) or ctypes is missing.
+
+The symbol is looked up in the process itself (``CDLL(None)``: the C
+library every Python links): ``ctypes.util.find_library`` would import
+``tempfile`` and ``subprocess`` and run ``ldconfig``, about 80 ms of a
+command's start-up.
 """
 
 
@@ -13,9 +18,7 @@ def release_freed():
     """``malloc_trim(0)`` if the C library has it; True if it ran."""
     try:
         import ctypes
-        import ctypes.util
-        libc = ctypes.CDLL(ctypes.util.find_library('c') or 'libc.so.6')
-        trim = libc.malloc_trim
+        trim = ctypes.CDLL(None).malloc_trim
     except (ImportError, OSError, AttributeError):
         return False
     trim.argtypes = [ctypes.c_size_t]

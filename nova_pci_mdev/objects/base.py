@@ -151,14 +151,18 @@ class Restorer(object):
         self._at = tuple(i for i, name in enumerate(self.names)
                          if name not in self.ready)
         self._ready = tuple(_storage_name(name) for name in self.ready)
+        # The row's values of _columns, in one C call (always a tuple).
+        at = self._at
+        self._pick = (operator.itemgetter(*at) if len(at) > 1 else
+                      lambda row: tuple(row[i] for i in at))
 
     def __call__(self, row, *ready):
         """An object from ``row`` (values in ``names`` order) and the
         values of the ``ready`` fields, already coerced by the caller."""
         obj = self.cls()
-        for (name, attr, coerce, nullable, memo), at in zip(self._columns,
-                                                            self._at):
-            value = row[at]
+        stored = {}
+        for (name, attr, coerce, nullable, memo), value in zip(
+                self._columns, self._pick(row)):
             key = value if type(value) is str else (type(value), value)
             try:
                 value = memo[key]
@@ -170,9 +174,9 @@ class Restorer(object):
                     memo[key] = value
             except TypeError:        # unhashable: coerce every time
                 value = coerce(obj, name, value)
-            setattr(obj, attr, value)
-        for attr, value in zip(self._ready, ready):
-            setattr(obj, attr, value)
+            stored[attr] = value
+        stored.update(zip(self._ready, ready))
+        obj.__dict__.update(stored)
         return obj
 
 

@@ -37,7 +37,7 @@ _NOT_USABLE = frozenset((Status.CLAIMED, Status.ALLOCATED, Status.REMOVED,
 def _extra(dev):
     if isinstance(dev, dict):
         return dev.get('extra_info') or {}
-    return (dev.extra_info if 'extra_info' in dev else None) or {}
+    return dev.stored('extra_info') or {}
 
 
 def creatable(dev):

@@ -101,7 +101,7 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
             numa_topology, tags_of=self._tags_of,
             materialise=self._materialise)
         for dev in devices:
-            if 'status' not in dev or dev.status in Status.GONE:
+            if dev.stored('status') in (None,) + tuple(Status.GONE):
                 continue
             dev.parent_device = None
             dev.child_devices = []

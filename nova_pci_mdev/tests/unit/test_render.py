@@ -16,7 +16,8 @@ class StreamTest(testtools.TestCase):
         for items in ([], [{}], [{'b': [1, {'c': None}], 'a': 'x'}],
                       [{'k': i, 'nested': {'z': [i] * i}} for i in range(4)],
                       [{'f': 1.5, 'n': float('nan'), 't': True, 'u': 'é\u2028"',
-                        'e': {}, 'l': [], 'i': -3, 'x': {1: 'int key'}}],
+                        'e': {}, 'l': [], 'i': -3, 'x': {1: 'int key'},
+                        'fa': False, 'tu': (1, 'a'), 'big': 2 ** 70}],
                       ['plain', 3, None, [[]], [{'a': [{}]}]]):
             out = io.StringIO()
             render.write_json_list(out, iter(items))
