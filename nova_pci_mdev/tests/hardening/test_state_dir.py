@@ -480,10 +480,15 @@ class _World(object):
             if op == 'claim':
                 result = hooked.claim(instance, flavor_mod.parse(
                     CREATES, compute.settings.aliases))
-                self.reported[instance] = sorted(
-                    d.address for d in result.devices)
+                devices = sorted(d.address for d in result.devices)
             else:
                 hooked.release(instance)
+            if (kind, point) == ('wipe', 'after-commit'):
+                # stored, then the operator moved the directory away
+                return True
+            if op == 'claim':
+                self.reported[instance] = devices
+            else:
                 self.reported.pop(instance, None)
             return True
         except FAILURES:
@@ -496,13 +501,24 @@ class _World(object):
                     each()
 
     def observe(self, test):
-        """A fresh service: refuses, or holds exactly what was reported."""
+        """A fresh service: refuses, or holds exactly what was reported.
+
+        It starts the way nova-compute does (``restore``: mdevs the host
+        lost, as at a reboot, are created again); a state file it cannot
+        trust (the store, or the emulated host's mdevs.json) is a refusal
+        at construction or at that first sync.
+        """
+        compute = None
         try:
             compute = procs.cli_compute(self.state)
+            _report, restored = compute.sync()
         except exception.StoreError:
+            if compute is not None:
+                procs.close(compute)
             self.refused = True
             return 'refused'
         try:
+            test.assertEqual({}, restored.failed)
             test.assertFalse(self.refused, 'a refused directory was '
                              'accepted again without being moved away')
             held = hosts.held(compute)
