@@ -188,8 +188,9 @@ class Maker(object):
     (``obj_what_changed``). But each distinct immutable value (str, int,
     float, bool, None) of a field, and each distinct dict of strings, is
     coerced once: a sync's thousands of new devices repeat the same ids,
-    types and ``extra_info``. A dict result is copied for every object
-    (objects never share a mutable value). ``ready`` values are stored as
+    types and ``extra_info``. A dict result is copied for every object, as
+    a plain dict (objects never share a mutable value; it is what a load
+    by :class:`Restorer` gives too). ``ready`` values are stored as
     given: the caller already validated them with the field's own rule.
     Build one per batch: it holds every distinct value it has seen.
     """
@@ -210,9 +211,7 @@ class Maker(object):
                 key = value
             elif value is None or kind in _IMMUTABLE:
                 key = (kind, value)
-            elif kind is dict and all(
-                    type(k) is str and type(v) is str
-                    for k, v in value.items()):
+            elif kind is dict and _strings(value):
                 key = (dict, tuple(value.items()))
             else:
                 stored[attr] = coerce(obj, name, value)
@@ -220,15 +219,28 @@ class Maker(object):
             try:
                 value = memo[key]
             except KeyError:
-                value = memo[key] = coerce(obj, name, value)
-            stored[attr] = dict(value) if type(value) is dict else value
+                value = coerce(obj, name, value)
+                if (value is None or type(value) in _IMMUTABLE
+                        or isinstance(value, dict)):
+                    memo[key] = value
+            # A dict (oslo's CoercedDict) is copied for each object, as a
+            # plain dict: the store's load (Restorer) gives the same.
+            stored[attr] = dict(value) if isinstance(value, dict) else value
         if ready:
-            stored.update((_storage_name(name), value)
-                          for name, value in ready.items())
+            fields = self._fields
+            for name, value in ready.items():
+                stored[fields[name][0]] = value
             obj._changed_fields.update(ready)
         obj.__dict__.update(stored)
         obj._changed_fields.update(values)
         return obj
+
+
+def _strings(mapping):
+    """True if every key and value of ``mapping`` is a str (exactly)."""
+    types = set(map(type, mapping))
+    types.update(map(type, mapping.values()))
+    return types <= {str}
 
 
 class PersistentMixin(object):

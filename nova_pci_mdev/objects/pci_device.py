@@ -167,27 +167,27 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
         (:class:`~.base.Maker`). ``address``: the record's address as
         ``names.normalize_address`` (the field's own rule) returned it."""
         build = base.Maker(cls)
+        fields = cls.fields
+        defaults = {'mdev_type': None, 'parent_addr': None,
+                    'numa_node': None, 'status': Status.AVAILABLE,
+                    'instance_uuid': None, 'request_id': None}
 
         def make(record, address=None):
-            values = {'mdev_type': None, 'parent_addr': None,
-                      'numa_node': None}
+            values = dict(defaults)
             extra = {}
             for key, value in record.items():
-                if key in _STATEFUL:
-                    continue
-                if key in cls.fields:
-                    values[key] = value
-                else:
+                if key in fields:
+                    if key not in _STATEFUL:
+                        values[key] = value
+                elif key not in _STATEFUL:
                     extra[key] = value if isinstance(value, str) else (
                         jsonutils.dumps(value))
             extra.update(record.get('extra_info') or {})
-            values.update(extra_info=extra, status=Status.AVAILABLE,
-                          instance_uuid=None, request_id=None)
-            ready = {'uuid': new_uuid()}
-            if address is not None:
-                values.pop('address', None)
-                ready['address'] = address
-            return build(values, ready)
+            values['extra_info'] = extra
+            if address is None:
+                return build(values, {'uuid': new_uuid()})
+            del values['address']
+            return build(values, {'uuid': new_uuid(), 'address': address})
         return make
 
     def update_device(self, record):

@@ -67,6 +67,64 @@ class RestorerTest(testtools.TestCase):
         self.assertIsNone(dev.parent_addr)
 
 
+RECORD = {'address': '0000:84:00.0', 'vendor_id': '10de',
+          'product_id': '1EB8', 'dev_type': 'mdev-pf', 'numa_node': '1',
+          'parent_addr': None, 'mdev_type': 'nvidia-35',
+          'label': 'label_10de_1eb8', 'dev_id': 'pci_0000_84_00_0',
+          'extra_info': {'creatable': '4'}, 'capabilities': {'a': [1]}}
+
+
+class MakerTest(testtools.TestCase):
+    """PciDevice.maker() (objects.base.Maker) against oslo's setters."""
+
+    def _setters(self, record):
+        kwargs = {k: v for k, v in record.items()
+                  if k in objects.PciDevice.fields and k != 'extra_info'}
+        kwargs.update(status='available', instance_uuid=None,
+                      request_id=None, uuid=UUID, extra_info=dict(
+                          record['extra_info'], capabilities='{"a": [1]}'))
+        return objects.PciDevice(**kwargs)
+
+    def test_same_object_and_changes_as_the_setters_give(self):
+        make = objects.PciDevice.maker()
+        for _ in range(2):          # the second from the memo
+            dev = make(RECORD)
+            expected = self._setters(RECORD)
+            self.assertEqual(expected.obj_what_changed(),
+                             dev.obj_what_changed())
+            dev.uuid = UUID
+            got, want = dev.obj_to_primitive(), expected.obj_to_primitive()
+            for primitive in (got, want):
+                primitive['nova_object.changes'].sort()
+            self.assertEqual(want, got)
+        self.assertEqual(1, dev.numa_node)       # coerced, not the text
+        self.assertEqual(objects.PciDevice.create(RECORD).uuid.count('-'),
+                         4)
+
+    def test_devices_never_share_a_mutable_value(self):
+        make = objects.PciDevice.maker()
+        one, two = make(RECORD), make(RECORD)
+        self.assertIsNot(one.extra_info, two.extra_info)
+        one.extra_info['creatable'] = '0'
+        self.assertEqual('4', two.extra_info['creatable'])
+        self.assertNotEqual(one.uuid, two.uuid)
+
+    def test_bad_values_fail_each_time(self):
+        make = objects.PciDevice.maker()
+        make(RECORD)
+        for name, value in (('dev_type', 'type-X'), ('numa_node', 'one'),
+                            ('address', '../x'), ('mdev_type', '../x'),
+                            ('extra_info', {'k': ['not', 'a', 'string']})):
+            bad = dict(RECORD, **{name: value})
+            self.assertRaises(ValueError, make, bad)
+            self.assertRaises(ValueError, make, bad)
+
+    def test_ready_address_is_stored_as_given(self):
+        dev = objects.PciDevice.maker()(RECORD, '0000:84:00.0')
+        self.assertEqual('0000:84:00.0', dev.address)
+        self.assertIn('address', dev.obj_what_changed())
+
+
 class FastGetterTest(testtools.TestCase):
 
     def test_unset_fields_lazy_load_as_before(self):
