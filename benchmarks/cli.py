@@ -154,18 +154,23 @@ def sample_host(workdir):
     return CliHost(workdir, 'sample', [])
 
 
-def run_host(host, runs, log):
-    """``{'first run': [...], command label: [...]}`` of Sample dicts."""
-    results = {'first run': []}
+def run_hosts(hosts, runs, log):
+    """``{host key: {'first run': [...], command label: [...]}}`` of Sample
+    dicts. The hosts are interleaved round by round (each round runs
+    every command on every host), so that all sizes see the same machine
+    load and the growth exponents above start-up (differences of CPU
+    times) do not follow its drift."""
+    results = {key: {'first run': []} for key in hosts}
+    for host in hosts.values():
+        host.run(('devices',), COMMANDS[1][2])      # fills the state dir
     for index in range(runs):
-        results['first run'].append(host.first_run(index).to_dict())
-    host.run(('devices',), COMMANDS[1][2])      # fills the state dir
-    for index in range(runs):
-        for label, command, check in COMMANDS:
-            results.setdefault(label, []).append(
-                host.run(command, check).to_dict())
-        log('cli: %s host, round %d of %d done'
-            % (host.label, index + 1, runs))
+        for key, host in hosts.items():
+            results[key]['first run'].append(host.first_run(index).to_dict())
+            for label, command, check in COMMANDS:
+                results[key].setdefault(label, []).append(
+                    host.run(command, check).to_dict())
+        log('cli: round %d of %d done (%s)' % (
+            index + 1, runs, ', '.join(str(h.label) for h in hosts.values())))
     return results
 
 

@@ -46,7 +46,7 @@ QUICK_RUNS = 3
 DISCOVERY_RUNS = 5
 CLI_SIZES = (1000, 3000, 10000)
 QUICK_CLI_SIZES = (100, 1000)
-CLI_RUNS = 3
+CLI_RUNS = 5
 STARTUP_RUNS = 7
 
 
@@ -192,10 +192,7 @@ def run_cli(workdir, sizes, runs, startup_runs):
     hosts = {'sample': cli.sample_host(workdir)}
     for n in sizes:
         hosts[n] = cli.generated_host(workdir, n)
-    results = {}
-    for key, host in hosts.items():
-        results[key] = cli.run_host(host, runs, log)
-    return {'hosts': results,
+    return {'hosts': cli.run_hosts(hosts, runs, log),
             'startup': cli.run_startup(workdir, startup_runs)}
 
 

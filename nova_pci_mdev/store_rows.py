@@ -77,7 +77,7 @@ class Transaction(object):
         for dev in devices:
             row = []
             for name in _COLUMN_NAMES:
-                value = getattr(dev, name) if name in dev else None
+                value = dev.stored(name)        # None when not set
                 if name == 'extra_info':
                     value = json.dumps(value or {}, sort_keys=True)
                 row.append(value)

@@ -93,6 +93,27 @@ class NovaPciMdevObject(ovo_base.VersionedObject):
             return tuple(self.stored(n) for n in names)
         return values if len(names) > 1 else (values,)
 
+    def obj_what_changed(self):
+        """oslo's answer, without reading every field of the object: only
+        a field whose type is an object can hold one whose own changes
+        count (oslo's loop looks at nothing else), so the others are not
+        read (a sync saves thousands of devices)."""
+        cls = type(self)
+        nested = cls.__dict__.get('_obj_nested')
+        if nested is None:
+            nested = tuple(name for name, field in cls.fields.items()
+                           if isinstance(getattr(field, '_type', None),
+                                         ovo_fields.Object))
+            cls._obj_nested = nested
+        changes = {name for name in self._changed_fields
+                   if name in cls.fields}
+        for name in nested:
+            value = self.stored(name)
+            if (isinstance(value, ovo_base.VersionedObject)
+                    and value.obj_what_changed()):
+                changes.add(name)
+        return changes
+
     def obj_attr_is_set(self, attrname):
         """oslo's check without building the list of every field name
         on each call (it is asked for every field of every device)."""

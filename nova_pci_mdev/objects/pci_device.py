@@ -44,6 +44,8 @@ _STATEFUL = frozenset(('status', 'instance_uuid', 'request_id', 'id',
 #: ``extra_info`` keys a hypervisor record never sets nor clears; every
 #: other key mirrors the latest record.
 TRACKER_EXTRA_KEYS = frozenset((extra_info.MISSING,))
+#: What ``stored`` gives for a field that holds no value.
+_UNSET = object()
 
 
 def new_uuid():
@@ -201,26 +203,30 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
         change) is dropped.
         """
         changed = False
-        old_extra = self.extra_info if 'extra_info' in self else {}
-        extra = {key: value for key, value in old_extra.items()
+        stored = self.stored
+        old_extra = stored('extra_info', _UNSET)
+        extra = {key: value for key, value in (
+                     {} if old_extra is _UNSET else old_extra).items()
                  if key in TRACKER_EXTRA_KEYS}
+        fields = self.fields
         for key, value in record.items():
             if key in _STATEFUL:
                 continue
-            if key in self.fields:
-                if key not in self or getattr(self, key) != value:
+            if key in fields:
+                current = stored(key, _UNSET)
+                if current is _UNSET or current != value:
                     setattr(self, key, value)
                     changed = True
             else:
                 extra[key] = value if isinstance(value, str) else (
                     jsonutils.dumps(value))
         for key in ('mdev_type', 'parent_addr', 'numa_node'):
-            if key not in record and key not in self:
+            if key not in record and stored(key, _UNSET) is _UNSET:
                 setattr(self, key, None)
         for key, value in (record.get('extra_info') or {}).items():
             if key not in TRACKER_EXTRA_KEYS:
                 extra[key] = value
-        if 'extra_info' not in self or extra != old_extra:
+        if old_extra is _UNSET or extra != old_extra:
             self.extra_info = extra
             changed = True
         return changed

@@ -143,7 +143,18 @@ class Whitelist(object):
         return best
 
     def matching(self, dev):
-        """Every spec covering ``dev``, in configuration order."""
+        """Every spec covering ``dev``, in configuration order (a new
+        list; remembered like :meth:`match` when no spec names an
+        address)."""
+        if self._address_free:
+            key = ('all', _address_free_key(dev))
+            found = self._decided.get(key)
+            if found is None:
+                found = self._decided[key] = self._matching(dev)
+            return list(found)
+        return self._matching(dev)
+
+    def _matching(self, dev):
         view = devspec.view_of(dev)
         found = {}
         for candidates in self._candidate_lists(view):

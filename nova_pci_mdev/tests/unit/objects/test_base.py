@@ -125,6 +125,22 @@ class MakerTest(testtools.TestCase):
         self.assertIn('address', dev.obj_what_changed())
 
 
+class WhatChangedTest(testtools.TestCase):
+
+    def test_same_answer_as_oslo(self):
+        from oslo_versionedobjects import base as ovo_base
+        dev = objects.PciDevice.create(RECORD)
+        requests = objects.InstancePCIRequests(requests=[
+            objects.InstancePCIRequest(count=1, spec=[{'vendor_id': 'x'}])])
+        for obj in (dev, objects.PciDevice(), requests):
+            self.assertEqual(ovo_base.VersionedObject.obj_what_changed(obj),
+                             obj.obj_what_changed())
+            obj.obj_reset_changes()
+            self.assertEqual(set(), obj.obj_what_changed())
+        dev.status = 'claimed'
+        self.assertEqual({'status'}, dev.obj_what_changed())
+
+
 class FastGetterTest(testtools.TestCase):
 
     def test_unset_fields_lazy_load_as_before(self):
