@@ -151,7 +151,7 @@ def one_run(bench, n, text):
         a == gone or a not in listed for a in report.removed),
         'the resync removes %s' % gone)
     samples['resync_removed'] = seconds
-    return {'samples': samples, 'pools': len(pool_list)}
+    return {'samples': samples, 'pools': len(pool_list), 'records': count}
 
 
 def one_discovery(bench, n, host_path):

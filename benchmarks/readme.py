@@ -128,9 +128,11 @@ wall time. stdout goes to a file (what a redirect costs) and is checked
 after the run, untimed. Hosts: the bundled sample host (no `--connection`)
 and generated hosts of {cli_sizes} node devices (`hostgen.host_xml` as a
 `test:///` file with `hostgen.NOVA_CONF`), each with a state directory of
-its own. `first run` is `devices` on an empty state directory (every device
-is new to the store); every other row runs on a state directory that an
-earlier run filled, as an operator's is. `claim` takes one `{alias}:1` for
+its own, interleaved round by round (every round runs every command on
+every host, {cli_runs} rounds), so that all sizes see the same load. `first
+run` is `devices` on an empty state directory (every device is new to the
+store); every other row runs on a state directory that an earlier run
+filled, as an operator's is. `claim` takes one `{alias}:1` for
 a fixed instance and `release` frees it, so every round starts from the
 same state. Start-up: `python -c "{ovo}"` (what any command that builds
 versioned objects must pay: it imports oslo.messaging and eventlet),
@@ -152,7 +154,8 @@ def _summary(results, rows, missed):
     if missed:
         lines += ['Missed:', '', '| target | measured |', '|---|---:|']
         lines += ['| %s | %s |' % (what, value) for what, value, _ok in missed]
-        lines.append('')
+        lines += ['', 'Why each was missed, with the run\'s numbers: the '
+                  'last section of [RESULTS.md](RESULTS.md).', '']
     return lines
 
 
@@ -176,6 +179,7 @@ def render(results, rows, missed):
                            for n in sorted(runs)),
             cli_sizes=', '.join(report.fmt_n(n) for n in sorted(
                 report.Cli(results).sizes)) or 'N',
+            cli_runs=len(report.Cli(results).samples('sample', 'devices')),
             ovo=cli.OVO_IMPORT)]
     return '\n'.join(text) + '\n' + '\n'.join(
         _summary(results, rows, missed)) + '\n'

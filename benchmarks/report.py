@@ -326,18 +326,19 @@ def _cli(results):
     lines.append('')
     if data.startup:
         lines += ['### Start-up (interleaved)', '',
-                  '| process | CPU | spread | wall | peak RSS |',
-                  '|---|---:|---:|---:|---:|']
+                  '| process | CPU | spread | wall | peak RSS | load |',
+                  '|---|---:|---:|---:|---:|---:|']
         for key, label in (
                 ('ovo_import', '`python -c "%s"`' % cli.OVO_IMPORT),
                 ('help', '`nova-pci-mdev --help`'),
                 ('devices', '`nova-pci-mdev devices` (sample host)')):
             samples = data.startup.get(key, ())
-            lines.append('| %s | %s | %s | %s | %s |' % (
+            lines.append('| %s | %s | %s | %s | %s | %s |' % (
                 label, fmt_time(data.startup_value(key, 'cpu')),
                 spread([s['cpu'] for s in samples]),
                 fmt_time(data.startup_value(key, 'wall')),
-                fmt_mb(data.startup_value(key, 'rss_kib'))))
+                fmt_mb(data.startup_value(key, 'rss_kib')),
+                load_range([{'load': [s['load']]} for s in samples])))
         lines.append('')
     return lines
 
@@ -416,7 +417,8 @@ def _targets_section(results):
              '| target | measured | met |', '|---|---:|---|']
     lines += ['| %s | %s | %s |' % (what, value, 'yes' if ok else '**no**')
               for what, value, ok in rows]
-    return lines + ['']
+    from benchmarks import commentary
+    return lines + [''] + commentary.section(results, rows)
 
 
 def results_md(results):
