@@ -88,7 +88,7 @@ def mounts_under(path):
     with open('/proc/self/mounts', encoding='utf-8') as handle:
         for line in handle:
             point = line.split()[1].replace('\\040', ' ')
-            if point == path or point.startswith(path + '/'):
+            if point == path or point.startswith(path.rstrip('/') + '/'):
                 found.append(point)
     return found
 
