@@ -1,19 +1,23 @@
-"""tools/check-patches: a test step that stops finishing tests is killed.
+"""tools/check-patches: the watchdog of a test step, the spawn smoke stage.
 
-The checker is a stdlib-only script, loaded here from its file. The
-"stestr run" it watches is a real child process that prints two result
-lines the way stestr does and then hangs, as a Nova functional worker did
-when a thread outlived its test.
+The checker is a stdlib-only script, loaded here from its file. A test
+step that stops finishing tests is killed: the "stestr run" it watches is a
+real child process that prints two result lines the way stestr does and
+then hangs, as a Nova functional worker did when a thread outlived its
+test. The spawn smoke runs against a stand-in for stestr, a real child
+process too, in a temporary tree.
 """
 
 import importlib.machinery
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
 
+import fixtures
 import testtools
 
 TOOL = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'tools',
@@ -69,3 +73,105 @@ class WatchdogTest(testtools.TestCase):
     def test_run_that_ends_is_not_touched(self):
         _proc, (status, stalled) = self.watch(FINISHES, stall_seconds=60)
         self.assertEqual((0, ''), (status, stalled))
+
+
+# A stand-in for "python -m stestr ... run FILTER" in a Nova tree: it
+# reports the one smoke test as stestr does when the smoke's file is in
+# the tree, and the filter it was given.
+FAKE_STESTR = r'''#!/bin/sh
+case "$*" in *" init"*) exit 0;; esac
+if [ -f nova/tests/functional/libvirt/test_mdev_alias_spawn.py ]; then
+    echo "{0} nova.tests.functional.libvirt.test_mdev_alias_spawn.T.test_x [4.0s] ... ok"
+    echo " - Passed: 1"
+    echo " - Failed: 0"
+else
+    echo " - Passed: 0"
+fi
+echo "args: $*"
+'''
+
+
+class SpawnSmokeTest(testtools.TestCase):
+    """The per-prefix spawn smoke stage of tools/check-patches."""
+
+    def setUp(self):
+        super().setUp()
+        self.tool = load_tool()
+        self.tool.TOTALS.update(passed=0, failed=0)
+
+    def test_mdev_dev_types_in_code_mean_the_driver_reports_mdevs(self):
+        cases = [
+            ('', False),
+            # Nova 34.0.0 knows mdevs only through Placement
+            ("mdevs = self._get_mediated_devices(types=types)\n", False),
+            ("    # fields.PciDeviceType.MDEV_PF parents come later\n",
+             False),
+            ("if info['dev_type'] == fields.PciDeviceType.MDEV_PF:\n", True),
+            ("x = 1\n        pci_device.dev_type == "
+             "fields.PciDeviceType.MDEV_VF)\n", True),
+            ("fields.PciDeviceType.MDEV_PFX\n", False),
+        ]
+        for source, expected in cases:
+            self.assertEqual(expected, self.tool.reports_mdevs(source),
+                             source)
+
+    def test_module_filter_selects_exactly_that_module(self):
+        regex = self.tool.module_filter(self.tool.SMOKE_TARGET)
+        self.assertEqual(
+            r'nova\.tests\.functional\.libvirt\.test_mdev_alias_spawn\.',
+            regex)
+        self.assertIsNotNone(re.match(
+            regex, 'nova.tests.functional.libvirt.test_mdev_alias_spawn.'
+            'MdevAliasSpawnSmokeTest.test_every_reported_mdev_is_attached'))
+        self.assertIsNone(re.match(
+            regex, 'nova.tests.functional.libvirt.test_mdev_alias_spawnX.T'))
+
+    def test_table_has_a_smoke_column_dashed_before_it_applies(self):
+        rows = [('0009-x', 'ok', 'ok', 'ok   9 passed (0m01s)', '-'),
+                ('0010-longer-name', 'ok', 'ok', 'ok   10 passed (0m02s)',
+                 'ok   1 passed, 0 failed (0m18s)'),
+                ('final: pep8', '', 'ok', 'pep8 ok (3 files)', '')]
+        lines = self.tool.table_lines(rows)
+        self.assertEqual(2 + len(rows), len(lines))
+        self.assertTrue(lines[0].startswith('patch'))
+        self.assertTrue(lines[0].endswith('spawn smoke'))
+        # the smoke column starts at the same place on every line
+        column = lines[0].index('spawn smoke')
+        self.assertEqual('-', lines[2][column:])
+        self.assertEqual('ok   1 passed, 0 failed (0m18s)', lines[3][column:])
+        self.assertEqual('', lines[4][column:])
+
+    def fake_tree(self):
+        tree = self.useFixture(fixtures.TempDir()).path
+        os.makedirs(os.path.join(tree, 'nova/tests/functional/libvirt'))
+        python = os.path.join(tree, 'fake-python')
+        with open(python, 'w') as f:
+            f.write(FAKE_STESTR)
+        os.chmod(python, 0o755)
+        return tree, python
+
+    def test_smoke_runs_in_the_tree_and_leaves_it_as_it_was(self):
+        tree, python = self.fake_tree()
+        log = os.path.join(tree, 'smoke.log')
+        ok, summary = self.tool.spawn_smoke(python, tree, log, 'step')
+        self.assertTrue(ok, summary)
+        self.assertIn('1 passed, 0 failed', summary)
+        self.assertEqual({'passed': 1, 'failed': 0}, self.tool.TOTALS)
+        with open(log) as f:
+            self.assertIn(
+                r'run --concurrency 1 '
+                r'nova\.tests\.functional\.libvirt\.test_mdev_alias_spawn\.',
+                f.read())
+        self.assertFalse(os.path.exists(
+            os.path.join(tree, self.tool.SMOKE_TARGET)))
+
+    def test_smoke_refuses_to_overwrite_a_file_of_the_tree(self):
+        tree, python = self.fake_tree()
+        target = os.path.join(tree, self.tool.SMOKE_TARGET)
+        with open(target, 'w') as f:
+            f.write('# Nova has a test of that name\n')
+        error = self.assertRaises(self.tool.CheckError, self.tool.spawn_smoke,
+                                  python, tree, os.devnull, 'step')
+        self.assertIn(self.tool.SMOKE_TARGET, str(error))
+        with open(target) as f:
+            self.assertEqual('# Nova has a test of that name\n', f.read())
