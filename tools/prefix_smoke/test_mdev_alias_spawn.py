@@ -259,6 +259,9 @@ class MdevAliasSpawnSmokeTest(base.ServersTestBase):
         conn = self._start_gpu_host('opted-in', uuids.mdev_existing)
         reported = self._assert_reports_what_it_can_attach(
             'opted-in', uuids.mdev_existing)
+        # any other reported mdev is a slot: it does not exist yet
+        self.assertEqual({uuids.mdev_existing: (MDEV_TYPE, GPU_NAME)},
+                         self._host_mdevs(conn))
 
         flavor_id = self._create_flavor(
             extra_spec={'pci_passthrough:alias': '%s:1' % ALIAS})
