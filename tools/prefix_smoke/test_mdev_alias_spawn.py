@@ -34,11 +34,13 @@ device and keeps its VGPU inventory. Then the device_spec names the mdev
 type and 'opted-in' starts: its GPU is an mdev-pf parent and the tracker
 gets one mdev-vf per mdev the driver can attach: M1 only, where the driver
 cannot create mdevs; M1 and one slot (max_instances caps the parent at two)
-where it creates them before the guest is defined. One server per reported
-mdev boots with pci_passthrough:alias=vgpu:1; each must be ACTIVE on
-'opted-in' with exactly the mdev the tracker allocated to it in its domain
-XML, that mdev must exist on the host with its type and parent, and
-Placement must hold no VGPU for it.
+where it creates them before the guest is defined. The parent itself can
+be claimed too: a server with pci_passthrough:alias=gpu:1 (device_type
+mdev-pf) must get it as a PCI hostdev (it is deleted again). Then one
+server per reported mdev boots with pci_passthrough:alias=vgpu:1; each
+must be ACTIVE on 'opted-in' with exactly the mdev the tracker allocated to
+it in its domain XML, that mdev must exist on the host with its type and
+parent, and Placement must hold no VGPU for it.
 """
 
 from lxml import etree
@@ -59,7 +61,9 @@ MDEV_TYPE = fakelibvirt.NVIDIA_11_VGPU_TYPE
 GPU_NAME = fakelibvirt.MDEVCAP_DEV1_PCI_ADDR     # pci_0000_81_00_0
 GPU_ADDRESS = '0000:81:00.0'
 VENDOR_ID = fakelibvirt.MDEV_CAPABLE_VEND_ID.lower()
+PRODUCT_ID = fakelibvirt.MDEV_CAPABLE_PROD_ID.lower()
 ALIAS = 'vgpu'
+GPU_ALIAS = 'gpu'
 # What a slot-creating driver reports for the GPU: the existing mdev and
 # one it can still create.
 MAX_INSTANCES = 2
@@ -131,9 +135,11 @@ class MdevAliasSpawnSmokeTest(base.ServersTestBase):
         nova.conf.devices.register_dynamic_opts(CONF)
         self.flags(
             device_spec=[jsonutils.dumps({'vendor_id': VENDOR_ID})],
-            alias=[jsonutils.dumps({
-                'vendor_id': VENDOR_ID, 'mdev_type': MDEV_TYPE,
-                'name': ALIAS})],
+            alias=[jsonutils.dumps(alias) for alias in (
+                {'vendor_id': VENDOR_ID, 'mdev_type': MDEV_TYPE,
+                 'name': ALIAS},
+                {'vendor_id': VENDOR_ID, 'product_id': PRODUCT_ID,
+                 'device_type': 'mdev-pf', 'name': GPU_ALIAS})],
             group='pci')
         super().setUp()
 
@@ -185,13 +191,24 @@ class MdevAliasSpawnSmokeTest(base.ServersTestBase):
                 device.find('./parent').text)
         return found
 
-    def _guest_mdevs(self, conn, server):
+    def _hostdevs(self, conn, server, hostdev_type):
+        """The source addresses of the guest's hostdevs of a type."""
         xml = etree.fromstring(
             conn.lookupByUUIDString(server['id']).XMLDesc(0))
         return [
-            hostdev.find('./source/address').get('uuid')
+            hostdev.find('./source/address')
             for hostdev in xml.findall(
-                "./devices/hostdev[@mode='subsystem'][@type='mdev']")]
+                "./devices/hostdev[@mode='subsystem'][@type='%s']"
+                % hostdev_type)]
+
+    def _guest_mdevs(self, conn, server):
+        return [address.get('uuid')
+                for address in self._hostdevs(conn, server, 'mdev')]
+
+    def _assert_no_vgpu_allocation(self, server):
+        for alloc in self._get_allocations_by_server_uuid(
+                server['id']).values():
+            self.assertNotIn('VGPU', alloc['resources'])
 
     def _assert_unchanged_config_keeps_the_gpu_whole(self):
         self._start_gpu_host('unchanged', uuids.mdev_unchanged)
@@ -243,10 +260,26 @@ class MdevAliasSpawnSmokeTest(base.ServersTestBase):
         self.assertEqual([given[0].address], self._guest_mdevs(conn, server))
         self.assertEqual((MDEV_TYPE, GPU_NAME),
                          self._host_mdevs(conn).get(given[0].address))
-        for alloc in self._get_allocations_by_server_uuid(
-                server['id']).values():
-            self.assertNotIn('VGPU', alloc['resources'])
+        self._assert_no_vgpu_allocation(server)
         return given[0].address
+
+    def _assert_gpu_attached_whole(self, conn, flavor_id):
+        """The tracker reports the parent too: a server gets it whole."""
+        server = self._create_server(flavor_id=flavor_id, networks='none')
+        self.assertEqual('opted-in', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual(
+            [('mdev-pf', GPU_ADDRESS, 'allocated')],
+            [(dev.dev_type, dev.address, dev.status) for dev in
+             objects.PciDeviceList.get_by_instance_uuid(
+                 self.ctxt, server['id'])])
+        self.assertEqual(
+            [(0, 0x81, 0, 0)],
+            [tuple(int(address.get(key), 16)
+                   for key in ('domain', 'bus', 'slot', 'function'))
+             for address in self._hostdevs(conn, server, 'pci')])
+        self.assertEqual([], self._guest_mdevs(conn, server))
+        self._assert_no_vgpu_allocation(server)
+        self._delete_server(server)
 
     def test_every_reported_mdev_is_attached(self):
         self._assert_unchanged_config_keeps_the_gpu_whole()
@@ -262,6 +295,9 @@ class MdevAliasSpawnSmokeTest(base.ServersTestBase):
         # any other reported mdev is a slot: it does not exist yet
         self.assertEqual({uuids.mdev_existing: (MDEV_TYPE, GPU_NAME)},
                          self._host_mdevs(conn))
+
+        self._assert_gpu_attached_whole(conn, self._create_flavor(
+            extra_spec={'pci_passthrough:alias': '%s:1' % GPU_ALIAS}))
 
         flavor_id = self._create_flavor(
             extra_spec={'pci_passthrough:alias': '%s:1' % ALIAS})
