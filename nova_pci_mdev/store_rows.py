@@ -13,7 +13,7 @@ import contextlib
 import json
 
 from nova_pci_mdev import exception
-from nova_pci_mdev.objects import base
+from nova_pci_mdev.objects import bulk
 from nova_pci_mdev.objects import pci_device
 from nova_pci_mdev import store_schema as schema
 
@@ -44,14 +44,14 @@ class Transaction(object):
         """Every stored device as a :class:`PciDevice` (by address).
 
         Each column goes through its field's validation (``coerce``), once
-        per distinct value (:class:`~.objects.base.Restorer`: a host's
+        per distinct value (:class:`~.objects.bulk.Restorer`: a host's
         rows repeat the same ids, types and statuses), and each distinct
         ``extra_info`` text is parsed and validated once (every device
         gets its own copy); rows are read one by one, never all held at
         once beside the devices.
         """
         cls = pci_device.PciDevice
-        restore = base.Restorer(cls, _COLUMN_NAMES, ready=('extra_info',))
+        restore = bulk.Restorer(cls, _COLUMN_NAMES, ready=('extra_info',))
         extra_field = cls.fields['extra_info']
         extra_at = _COLUMN_NAMES.index('extra_info')
         extras = {}

@@ -52,13 +52,61 @@ def _fast_getters(cls):
     loop of the tracker, the pools and the views: oslo's getter costs
     three Python calls each. Idempotent.
     """
-    for name in cls.fields:
+    for name, field in cls.fields.items():
         prop = cls.__dict__.get(name)
         if isinstance(prop, property) and not isinstance(
                 prop.fget, operator.attrgetter):
             setattr(cls, name, property(
-                operator.attrgetter(_storage_name(name)), prop.fset,
-                prop.fdel, prop.__doc__))
+                operator.attrgetter(_storage_name(name)),
+                _plain_setter(name, field, prop.fset), prop.fdel,
+                prop.__doc__))
+
+
+def _plain_setter(name, field, oslo_setter):
+    """``oslo_setter`` (oslo.versionedobjects' setter of field ``name``),
+    or for a string or enum field one that skips its Python layers for a
+    value the field's ``coerce`` returns unchanged: an exact ``str``
+    (for an enum: one of its values), or None when the field is nullable.
+    Such a value is stored and recorded as changed exactly as oslo's
+    setter does; any other value (an int for a string, an invalid enum
+    value, None for a non-nullable field) goes to ``oslo_setter``, which
+    coerces or raises. Read-only fields keep oslo's setter. The claims and
+    frees of the tracker set statuses and owners this way; the tests
+    compare both setters field by field.
+    """
+    plain = _plain(field)
+    if oslo_setter is None or field.read_only or plain is None:
+        return oslo_setter
+    attr = _storage_name(name)
+
+    def setter(self, value):
+        if plain(value):
+            self._changed_fields.add(name)
+            self.__dict__[attr] = value
+        else:
+            oslo_setter(self, value)
+    setter.oslo_setter = oslo_setter
+    return setter
+
+
+def _plain(field):
+    """For a string or enum field: ``is_plain(value)``, true for a value
+    the field's ``coerce`` returns unchanged (an exact ``str``, for an
+    enum one of its values, or None when the field is nullable); None for
+    any other field."""
+    kind = getattr(field, '_type', None)
+    if type(kind) is ovo_fields.String:
+        valid = None
+    else:
+        valid = getattr(kind, 'plain_values', None)
+        if valid is None:
+            return None
+    nullable = field.nullable
+
+    def is_plain(value):
+        return (type(value) is str and (valid is None or value in valid)) or (
+            value is None and nullable)
+    return is_plain
 
 
 class NovaPciMdevObject(ovo_base.VersionedObject):
@@ -142,126 +190,8 @@ def _storage_name(name):
     return '_obj_' + name
 
 
-_IMMUTABLE = (str, int, float, bool)
 #: names tuple -> attrgetter of their stored values (stored_values).
 _GETTERS = {}
-
-
-class Restorer(object):
-    """Builds objects of ``cls`` from stored rows of the fields ``names``.
-
-    For a bulk load (thousands of rows that repeat the same vendor ids,
-    statuses, types): every value goes through its field's own ``coerce``
-    (validation is exactly the setter's), but each distinct hashable value
-    of a column is coerced once and its result, when immutable (str, int,
-    float, bool, None), shared. ``None`` in a column whose field is not
-    nullable leaves that field unset. The object records no change, as
-    after setting every field and ``obj_reset_changes()``. Build one per
-    load: it holds every distinct value it has seen.
-    """
-
-    def __init__(self, cls, names, ready=()):
-        self.cls = cls
-        self.names = tuple(names)
-        #: Columns whose values the caller coerces (passed to __call__).
-        self.ready = tuple(ready)
-        self._columns = tuple(
-            (name, _storage_name(name), cls.fields[name].coerce,
-             cls.fields[name].nullable, {})
-            for name in self.names if name not in self.ready)
-        self._at = tuple(i for i, name in enumerate(self.names)
-                         if name not in self.ready)
-        self._ready = tuple(_storage_name(name) for name in self.ready)
-        # The row's values of _columns, in one C call (always a tuple).
-        at = self._at
-        self._pick = (operator.itemgetter(*at) if len(at) > 1 else
-                      lambda row: tuple(row[i] for i in at))
-
-    def __call__(self, row, *ready):
-        """An object from ``row`` (values in ``names`` order) and the
-        values of the ``ready`` fields, already coerced by the caller."""
-        obj = self.cls()
-        stored = {}
-        for (name, attr, coerce, nullable, memo), value in zip(
-                self._columns, self._pick(row)):
-            key = value if type(value) is str else (type(value), value)
-            try:
-                value = memo[key]
-            except KeyError:
-                if value is None and not nullable:
-                    continue
-                value = coerce(obj, name, value)
-                if value is None or type(value) in _IMMUTABLE:
-                    memo[key] = value
-            except TypeError:        # unhashable: coerce every time
-                value = coerce(obj, name, value)
-            stored[attr] = value
-        stored.update(zip(self._ready, ready))
-        obj.__dict__.update(stored)
-        return obj
-
-
-class Maker(object):
-    """Builds new objects of ``cls`` from dicts of field values, in bulk.
-
-    The result is what ``cls(**values)`` gives: every value goes through
-    its field's own ``coerce`` and every field set is recorded as changed
-    (``obj_what_changed``). But each distinct immutable value (str, int,
-    float, bool, None) of a field, and each distinct dict of strings, is
-    coerced once: a sync's thousands of new devices repeat the same ids,
-    types and ``extra_info``. A dict result is copied for every object, as
-    a plain dict (objects never share a mutable value; it is what a load
-    by :class:`Restorer` gives too). ``ready`` values are stored as
-    given: the caller already validated them with the field's own rule.
-    Build one per batch: it holds every distinct value it has seen.
-    """
-
-    def __init__(self, cls):
-        self.cls = cls
-        #: name -> (where oslo stores it, its field's coerce, memo)
-        self._fields = {name: (_storage_name(name), field.coerce, {})
-                        for name, field in cls.fields.items()}
-
-    def __call__(self, values, ready=None):
-        obj = self.cls()
-        stored = {}
-        for name, value in values.items():
-            attr, coerce, memo = self._fields[name]
-            kind = type(value)
-            if kind is str:
-                key = value
-            elif value is None or kind in _IMMUTABLE:
-                key = (kind, value)
-            elif kind is dict and _strings(value):
-                key = (dict, tuple(value.items()))
-            else:
-                stored[attr] = coerce(obj, name, value)
-                continue
-            try:
-                value = memo[key]
-            except KeyError:
-                value = coerce(obj, name, value)
-                if (value is None or type(value) in _IMMUTABLE
-                        or isinstance(value, dict)):
-                    memo[key] = value
-            # A dict (oslo's CoercedDict) is copied for each object, as a
-            # plain dict: the store's load (Restorer) gives the same.
-            stored[attr] = dict(value) if isinstance(value, dict) else value
-        if ready:
-            fields = self._fields
-            for name, value in ready.items():
-                stored[fields[name][0]] = value
-            obj._changed_fields.update(ready)
-        obj.__dict__.update(stored)
-        obj._changed_fields.update(values)
-        return obj
-
-
-def _strings(mapping):
-    """True if every key and value of ``mapping`` is a str (exactly)."""
-    types = set(map(type, mapping))
-    types.update(map(type, mapping.values()))
-    return types <= {str}
 
 
 class PersistentMixin(object):

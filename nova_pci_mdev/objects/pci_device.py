@@ -23,13 +23,12 @@ freeing the last busy child makes the parent ``available`` again.
 them after loading, in one pass over its devices.
 """
 
-import secrets
-
 from oslo_serialization import jsonutils
 from oslo_utils import versionutils
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.objects import base
+from nova_pci_mdev.objects import bulk
 from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 
@@ -46,16 +45,6 @@ _STATEFUL = frozenset(('status', 'instance_uuid', 'request_id', 'id',
 TRACKER_EXTRA_KEYS = frozenset((extra_info.MISSING,))
 #: What ``stored`` gives for a field that holds no value.
 _UNSET = object()
-
-
-def new_uuid():
-    """A random (version 4, RFC 4122 variant) UUID in canonical form, as
-    ``str(uuid.uuid4())`` gives, at a third of its cost (a sync names
-    every new device): the UUID field's rule holds by construction."""
-    h = secrets.token_hex(16)
-    return '%s-%s-4%s-%s%s-%s' % (h[:8], h[8:12], h[13:16],
-                                  '89ab'[int(h[16], 16) & 3], h[17:20],
-                                  h[20:])
 
 
 @base.NovaPciMdevObjectRegistry.register
@@ -165,16 +154,17 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
     @classmethod
     def maker(cls):
         """``make(record, address=None)``: :meth:`create` for a batch (a
-        sync's new devices), each distinct field value validated once
-        (:class:`~.base.Maker`). ``address``: the record's address as
-        ``names.normalize_address`` (the field's own rule) returned it."""
-        build = base.Maker(cls)
+        sync's new devices): records of one shape are validated once, only
+        their address, ``dev_id`` and ``parent_addr`` one by one
+        (:class:`~.bulk.Shapes`).
+        ``address``: the record's address as ``names.normalize_address``
+        (the field's own rule) returned it."""
         fields = cls.fields
         defaults = {'mdev_type': None, 'parent_addr': None,
                     'numa_node': None, 'status': Status.AVAILABLE,
                     'instance_uuid': None, 'request_id': None}
 
-        def make(record, address=None):
+        def to_values(record):
             values = dict(defaults)
             extra = {}
             for key, value in record.items():
@@ -186,10 +176,18 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
                         jsonutils.dumps(value))
             extra.update(record.get('extra_info') or {})
             values['extra_info'] = extra
-            if address is None:
-                return build(values, {'uuid': new_uuid()})
-            del values['address']
-            return build(values, {'uuid': new_uuid(), 'address': address})
+            return values
+
+        shapes = bulk.Shapes(bulk.Maker(cls), to_values,
+                             unique=('address', 'dev_id', 'parent_addr'),
+                             nested='extra_info')
+        next_uuid = bulk.random_uuids()
+
+        def make(record, address=None):
+            ready = {'uuid': next_uuid()}
+            if address is not None:
+                ready['address'] = address
+            return shapes(record, ready)
         return make
 
     def update_device(self, record):
@@ -246,25 +244,35 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
 
     def _ancestors(self):
         """Parent, grandparent... nearest first (a PF above a VF parent
-        above an mdev slot: three levels)."""
-        found = []
+        above an mdev slot: three levels). A cycle of links ends the walk
+        (each device once, by identity)."""
         parent = self.parent_device
-        while (parent is not None and parent is not self
-               and all(parent is not f for f in found)):
+        if parent is None:
+            return []
+        found = []
+        seen = {id(self)}
+        while parent is not None and id(parent) not in seen:
             found.append(parent)
+            seen.add(id(parent))
             parent = parent.parent_device
         return found
 
     def _descendants(self):
-        """Present children, grandchildren..."""
-        found = []
+        """Present children, grandchildren... (each once, by identity;
+        linear in the devices below)."""
         todo = self._present_children()
+        if not todo:
+            return todo
+        found = []
+        seen = {id(self)}
         while todo:
             dev = todo.pop()
-            if dev is self or any(dev is f for f in found):
+            if id(dev) in seen:
                 continue
+            seen.add(id(dev))
             found.append(dev)
-            todo.extend(dev._present_children())
+            if dev.child_devices:
+                todo.extend(dev._present_children())
         return found
 
     def _expect(self, statuses):

@@ -18,7 +18,10 @@ A ``slot_factory`` is any object with
   would have (for whitelist matching: its tags are those of every slot
   still to create);
 * ``records(parent, taken, count) -> [record]``: ``count`` new slot records
-  whose addresses are not in ``taken`` (a set of tracked addresses).
+  whose addresses are not in ``taken`` (a set of tracked addresses);
+* optionally ``prototype_fields``: the parent fields ``prototype`` reads;
+  with a pure whitelist the tracker then remembers the slots' tags per
+  parent while those fields keep their values.
 """
 
 from nova_pci_mdev.objects import extra_info

@@ -97,6 +97,7 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
         self._pure = getattr(whitelist, 'pure', False) is True
         self._slot_factory = slot_factory
         self._made = []            # (parent, new slots) of the claim
+        self._slot_tags = {}       # parent address -> (fields, tags)
         self.stats = pci_stats.PciDeviceStats(
             numa_topology, tags_of=self._tags_of,
             materialise=self._materialise)
@@ -174,9 +175,12 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
         matches, addresses normalised; ``{address: None}`` for a record
         equal to the one applied last at that address when the whitelist
         is ``pure`` (its answer is then the same, and a missing device has
-        no record applied: nothing to look at)."""
+        no record applied: nothing to look at). The records one spec
+        matches share one tags dict: the tracker never changes a tags
+        dict in place."""
         seen = {}
         applied = self._applied if self._pure else {}
+        tags_of = {}            # id(spec) -> (spec, its tags): shared
         for record in records:
             try:
                 last = applied.get(record['address'])
@@ -191,7 +195,10 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
                 continue
             if record['address'] != address:
                 record = dict(record, address=address)
-            seen[address] = (record, dict(spec.tags or {}))
+            known = tags_of.get(id(spec))
+            if known is None:
+                known = tags_of[id(spec)] = (spec, dict(spec.tags or {}))
+            seen[address] = (record, known[1])
         return seen
 
     def _drop_unseen(self, seen):
@@ -262,12 +269,31 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
                 and dev.dev_type == fields.PciDeviceType.MDEV_PF):
             count = capacity.usable(dev) if self._tags.get(
                 dev.address) is not None else 0
-            tags = None
-            if count:
-                spec = self._whitelist.match(
-                    self._slot_factory.prototype(dev))
-                tags = None if spec is None else dict(spec.tags or {})
+            tags = self._creatable_tags(dev) if count else None
             self.stats.set_creatable(dev, count, tags)
+
+    def _creatable_tags(self, parent):
+        """The device-spec tags of the slots ``parent`` can still create
+        (None: no spec covers them).
+
+        Remembered per parent when the whitelist is ``pure`` and the slot
+        factory names the parent fields its ``prototype`` reads
+        (``prototype_fields``): while those hold the same values the
+        prototype, and so the whitelist's answer, is the same (a claim or
+        free of a slot refreshes its parent, whose count changed).
+        """
+        names = getattr(self._slot_factory, 'prototype_fields', None)
+        key = None
+        if self._pure and names is not None:
+            key = parent.stored_values(names)
+            known = self._slot_tags.get(parent.address)
+            if known is not None and known[0] == key:
+                return known[1]
+        spec = self._whitelist.match(self._slot_factory.prototype(parent))
+        tags = None if spec is None else dict(spec.tags or {})
+        if key is not None:
+            self._slot_tags[parent.address] = (key, tags)
+        return tags
 
     # -- slots still to create ---------------------------------------------
 
@@ -320,6 +346,7 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
         del self._devs[dev.address]
         self._tags.pop(dev.address, None)
         self._applied.pop(dev.address, None)
+        self._slot_tags.pop(dev.address, None)
         self._deleted.add(dev.address)
         if unlink:
             parent = dev.parent_device

@@ -147,6 +147,77 @@ class Pool(object):
         return True
 
 
+def spec_key(specs):
+    """A hashable form of a request's specs (a list of dicts): equal keys,
+    equal answers of :meth:`Pool.serves`; None when a value is not
+    hashable."""
+    key = tuple(tuple(sorted(spec.items())) for spec in specs)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+class Ordered(object):
+    """The pools of one host (``pools``: key -> Pool, shared with its
+    owner) in sort order, and per request spec the ones that serve it.
+
+    Both are remembered until the owner calls :meth:`changed` (a pool was
+    added or dropped). That is safe because a pool's key never changes and
+    :meth:`Pool.serves` reads nothing but the key and the spec: the answer
+    for (pool, spec) holds for the pool's whole life. At most
+    :data:`SPECS_REMEMBERED` distinct specs are kept (then it starts over).
+    """
+
+    SPECS_REMEMBERED = 256
+
+    def __init__(self, pools):
+        self._pools = pools
+        self._all = None
+        self._serving = {}      # spec_key -> [pool] in sort order
+
+    def changed(self):
+        self._all = None
+        self._serving.clear()
+
+    def all(self):
+        if self._all is None:
+            self._all = sorted(self._pools.values(),
+                               key=lambda pool: pool.key.sort_key())
+        return self._all
+
+    def serving(self, request):
+        """The pools (in sort order) that may serve ``request``."""
+        key = spec_key(request.spec)
+        found = self._serving.get(key) if key is not None else None
+        if found is None:
+            found = [pool for pool in self.all() if pool.serves(request)]
+            if key is not None:
+                if len(self._serving) >= self.SPECS_REMEMBERED:
+                    self._serving.clear()
+                self._serving[key] = found
+        return found
+
+    def ranked(self, plan, request, numa):
+        """(rank, pool) of the pools that may serve ``request`` and still
+        have one free in ``plan``, best NUMA rank first (``numa``: a
+        :class:`.numa_policy.InstanceCells`; sort order within a rank)."""
+        policy = request.numa_policy or fields.PCINUMAAffinityPolicy.LEGACY
+        ranked = []
+        for pool in self.serving(request):
+            if plan.available(pool) > 0:
+                rank = numa.rank(pool.numa_node, policy)
+                if rank is not None:
+                    ranked.append((rank, pool))
+        ranked.sort(key=_first)
+        return ranked
+
+
+def _first(item):
+    return item[0]
+
+
 class NewSlot(object):
     """A slot still to create that a plan takes from ``parent``."""
 

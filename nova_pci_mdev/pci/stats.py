@@ -46,6 +46,7 @@ from nova_pci_mdev.pci import pools
 DevType = fields.PciDeviceType
 Status = fields.PciDeviceStatus
 Policy = fields.PCINUMAAffinityPolicy
+_NO_EXTRA = {}     # never written: a device without extra_info
 
 
 class PciDeviceStats(object):
@@ -65,7 +66,7 @@ class PciDeviceStats(object):
         self._pools = {}        # key -> _Pool
         self._where = {}        # address -> (key, 'existing'|'other'|busy)
         self._creatable_key = {}    # parent address -> key of its slots
-        self._ordered = None    # cached pools in sort order
+        self._order = pools.Ordered(self._pools)
         self._key = pools.Keys()
 
     @classmethod
@@ -86,14 +87,11 @@ class PciDeviceStats(object):
         pool = self._pools.get(key)
         if pool is None:
             pool = self._pools[key] = pools.Pool(key)
-            self._ordered = None
+            self._order.changed()
         return pool
 
     def _pools_in_order(self):
-        if self._ordered is None:
-            self._ordered = sorted(self._pools.values(),
-                                   key=lambda pool: pool.key.sort_key())
-        return self._ordered
+        return self._order.all()
 
     # -- devices -----------------------------------------------------------
 
@@ -105,34 +103,36 @@ class PciDeviceStats(object):
         removed/deleted or non-whitelisted device, or one that can never be
         handed out whole, is forgotten.
         """
-        tags = None if dev.status in Status.GONE else self._tags_of(dev)
+        status, address = dev.status, dev.address
+        tags = None if status in Status.GONE else self._tags_of(dev)
         if tags is None:
             self.remove_device(dev)
             return
-        if extra_info.is_false(dev.extra_info, extra_info.WHOLE):
-            self._unpool(dev.address)     # its slots to create stay
+        extra = dev.extra_info or _NO_EXTRA
+        if extra.get(extra_info.WHOLE) == extra_info.FALSE:
+            self._unpool(address)     # its slots to create stay
             return
         key = self._key(dev.vendor_id, dev.product_id, dev.dev_type,
                         dev.mdev_type, dev.numa_node, tags)
-        if dev.status != Status.AVAILABLE:
+        if status != Status.AVAILABLE:
             place = pools.BUSY
-        elif extra_info.is_true(dev.extra_info, extra_info.MDEV_EXISTS):
+        elif extra.get(extra_info.MDEV_EXISTS) == extra_info.TRUE:
             place = 'existing'
         else:
             place = 'other'
-        old = self._where.get(dev.address)
-        if old == (key, place) and (
-                place == pools.BUSY or
-                getattr(self._pools[key], place)[dev.address] is dev):
-            return
+        old = self._where.get(address)
         if old is not None:
-            self._detach(dev.address, old)
+            if old[0] == key and old[1] == place and (
+                    place == pools.BUSY or
+                    getattr(self._pools[key], place).get(address) is dev):
+                return
+            self._detach(address, old)
         pool = self._pool(key)
         if place == pools.BUSY:
-            pool.busy.add(dev.address)
+            pool.busy.add(address)
         else:
-            getattr(pool, place)[dev.address] = dev
-        self._where[dev.address] = (key, place)
+            getattr(pool, place)[address] = dev
+        self._where[address] = (key, place)
         if old is not None and old[0] != key:
             self._drop_if_empty(old[0])
 
@@ -151,12 +151,21 @@ class PciDeviceStats(object):
     def set_creatable(self, parent, count, tags):
         """Count ``count`` slots ``parent`` can still create, in the pool
         of its slots (their device-spec ``tags``; None: not pooled).
-        Idempotent, like :meth:`add_device`."""
-        old = self._drop_creatable(parent.address)
-        if count > 0 and tags is not None:
-            key = self._key(parent.vendor_id, parent.product_id,
-                            DevType.MDEV_VF, parent.mdev_type,
-                            parent.numa_node, tags)
+        Idempotent, like :meth:`add_device`; a parent whose key is the
+        same keeps its place among the pool's parents."""
+        key = self._key(parent.vendor_id, parent.product_id,
+                        DevType.MDEV_VF, parent.mdev_type,
+                        parent.numa_node, tags) if (
+                            count > 0 and tags is not None) else None
+        old = self._creatable_key.get(parent.address)
+        if key is not None and old == key:
+            pool = self._pools[key]
+            entry = pool.creatable[parent.address]
+            pool.creatable_total += count - entry[1]
+            entry[:] = [parent, count]
+            return
+        self._drop_creatable(parent.address)
+        if key is not None:
             pool = self._pool(key)
             pool.creatable[parent.address] = [parent, count]
             pool.creatable_total += count
@@ -183,7 +192,7 @@ class PciDeviceStats(object):
         pool = self._pools[key]
         if not (pool.count or pool.busy):
             del self._pools[key]
-            self._ordered = None
+            self._order.changed()
 
     def _make_busy(self, address):
         key, place = self._where[address]
@@ -220,25 +229,13 @@ class PciDeviceStats(object):
 
     # -- planning ------------------------------------------------------------
 
-    def _ranked(self, plan, request, numa):
-        """(rank, pool) the request may use, best first."""
-        policy = request.numa_policy or Policy.LEGACY
-        ranked = []
-        for pool in self._pools_in_order():
-            if pool.serves(request) and plan.available(pool) > 0:
-                rank = numa.rank(pool.numa_node, policy)
-                if rank is not None:
-                    ranked.append((rank, pool))
-        ranked.sort(key=lambda item: item[0])
-        return ranked
-
     def _plan_request(self, plan, request, numa):
         """Take ``request.count`` devices into ``plan``; False if it cannot.
 
         On False the plan is unchanged.
         """
         need = request.count
-        ranked = self._ranked(plan, request, numa)
+        ranked = self._order.ranked(plan, request, numa)
         if sum(plan.available(pool) for _, pool in ranked) < need:
             return False
         for _, pool in ranked:

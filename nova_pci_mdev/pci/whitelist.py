@@ -178,6 +178,13 @@ _KEY_FIELDS = ('vendor_id', 'product_id', 'dev_type', 'mdev_type',
 def _address_free_key(dev):
     """What a spec without an address reads of ``dev``: equal keys, equal
     answers of :meth:`DevSpec.match` for such specs."""
+    if type(dev) is dict:       # a device record
+        get = dev.get
+        vendor, product, extra = (get('vendor_id'), get('product_id'),
+                                  get('extra_info'))
+        return ((vendor or '').lower(), (product or '').lower(),
+                get('dev_type'), get('mdev_type'),
+                get('devname') or (extra or {}).get('devname'))
     values = getattr(dev, 'stored_values', None)
     if values is not None:      # our objects (no devname field)
         vendor, product, dev_type, mdev_type, extra = values(_KEY_FIELDS)

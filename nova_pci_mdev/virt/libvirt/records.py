@@ -158,6 +158,11 @@ class SlotFactory(object):
     capacity`) for the compute node ``nodename``: new slots get the
     UUIDs of :func:`.slots.new_slot_uuids`."""
 
+    #: The parent fields :meth:`prototype` reads (with the constant
+    #: ``nodename``): equal values, an equal prototype.
+    prototype_fields = ('address', 'vendor_id', 'product_id', 'numa_node',
+                        'mdev_type')
+
     def __init__(self, nodename):
         self.nodename = nodename
 

@@ -8,7 +8,7 @@ getter do, so that a change in oslo's storage fails here first.
 import testtools
 
 from nova_pci_mdev import objects
-from nova_pci_mdev.objects import base
+from nova_pci_mdev.objects import bulk
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev import store_schema
 
@@ -25,7 +25,7 @@ NAMES = store_schema.COLUMN_NAMES
 
 
 def _restore(row, restorer=None):
-    restorer = restorer or base.Restorer(objects.PciDevice, NAMES,
+    restorer = restorer or bulk.Restorer(objects.PciDevice, NAMES,
                                          ready=('extra_info',))
     return restorer([row[n] for n in NAMES], {'a': 'b'})
 
@@ -51,7 +51,7 @@ class RestorerTest(testtools.TestCase):
             self.assertRaises(ValueError, _restore, dict(ROW, **{name: value}))
 
     def test_memo_never_hides_a_bad_value(self):
-        restorer = base.Restorer(objects.PciDevice, NAMES,
+        restorer = bulk.Restorer(objects.PciDevice, NAMES,
                                  ready=('extra_info',))
         _restore(ROW, restorer)
         self.assertRaises(ValueError, _restore,

@@ -178,3 +178,45 @@ class CapacityTest(testtools.TestCase):
         tracker = world.new_tracker(records=host())
         self.assertEqual(1, world.pool_counts(tracker).get(
             ('10de', '1eb8', T.MDEV_VF, 'nvidia-35', 1)))
+
+
+class CreatableTagsTest(testtools.TestCase):
+    """The tags of a parent's slots still to create are remembered per
+    parent (pure whitelist) while the parent fields the slot prototype is
+    made of stay the same."""
+
+    def tracker(self, pure):
+        tags = {new(0): {'color': 'red'},
+                slots.slot_uuid(NODE, GPU, 'nvidia-36', 0): {
+                    'color': 'blue'}}
+        whitelist = world.FakeWhitelist(tags=tags, pure=pure)
+        tracker = manager.PciDevTracker(
+            whitelist, world.TOPOLOGY,
+            slot_factory=records_mod.SlotFactory(NODE))
+        tracker.sync(host())
+        return tracker, whitelist
+
+    def creatable_tags(self, tracker):
+        return sorted((pool.key.mdev_type, pool.key.tags)
+                      for pool in tracker.stats._pools.values()
+                      if pool.creatable)
+
+    def test_claims_and_frees_ask_a_pure_whitelist_nothing(self):
+        for pure, asked in ((True, False), (False, True)):
+            tracker, whitelist = self.tracker(pure)
+            before = whitelist.calls
+            tracker.claim_instance(world.INST_A, vgpus(1))   # SLOT1
+            tracker.free_instance(world.INST_A)
+            self.assertEqual(asked, whitelist.calls > before, pure)
+            self.assertEqual([('nvidia-35', (('color', 'red'),))],
+                             self.creatable_tags(tracker))
+
+    def test_a_parent_field_change_asks_again(self):
+        tracker, _ = self.tracker(pure=True)
+        changed = [dict(r, mdev_type='nvidia-36') for r in host()]
+        tracker.sync(changed)
+        self.assertEqual([('nvidia-36', (('color', 'blue'),))],
+                         self.creatable_tags(tracker))
+        tracker.sync(host())
+        self.assertEqual([('nvidia-35', (('color', 'red'),))],
+                         self.creatable_tags(tracker))

@@ -7,6 +7,7 @@ by :class:`World` (no tracker involved). Run the scale check by hand::
 """
 
 import collections
+import types
 import uuid
 
 from hypothesis import given
@@ -694,3 +695,62 @@ class TestScale(testtools.TestCase):
                           (T.MDEV_PF, 'nvidia-35', 1): 5,
                           (T.MDEV_VF, 'nvidia-35', 0): 80,
                           (T.MDEV_VF, 'nvidia-35', 1): 80}, counts(stats))
+
+
+class TestServingMemo(testtools.TestCase):
+    """pools.Ordered remembers which pools serve a spec until a pool is
+    added or dropped (a pool's key, all that serves() reads, never
+    changes)."""
+
+    def test_a_new_pool_is_seen_by_a_remembered_spec(self):
+        w = World()
+        w.gpu(numa_node=0, slots=1)
+        stats = w.stats()
+        vgpu = [req(1, dev_type=T.MDEV_VF, vendor_id='10de')]
+        self.assertEqual({0: 1}, stats.free_by_numa_node(vgpu))
+        self.assertTrue(stats.support_requests(vgpu * 1, cells(0)))
+        self.assertFalse(stats.support_requests(vgpu, cells(2)))
+        # A new pool (another NUMA node) after the spec was remembered.
+        _, kids = w.gpu(numa_node=2, slots=1)
+        stats.add_device(kids[0])
+        self.assertTrue(stats.support_requests(vgpu, cells(2)))
+        # Its pool emptied and dropped: the spec no longer sees it.
+        stats.remove_device(kids[0])
+        self.assertFalse(stats.support_requests(vgpu, cells(2)))
+        self.assertTrue(stats.support_requests(vgpu, cells(0)))
+
+    def test_equal_specs_share_an_answer_and_others_get_their_own(self):
+        w = World()
+        w.gpu(numa_node=0, slots=1, mdev_type='nvidia-35')
+        w.gpu(numa_node=0, slots=1, mdev_type='nvidia-36')
+        stats = w.stats()
+        for mdev_type in ('nvidia-35', 'nvidia-36', 'nvidia-35'):
+            got = stats.consume_requests([req(
+                1, dev_type=T.MDEV_VF, mdev_type=mdev_type)])
+            self.assertEqual([mdev_type], [d.mdev_type for d in got])
+            stats.add_device(got[0])       # still available: back again
+
+    def test_unhashable_spec_values_are_answered_not_remembered(self):
+        from nova_pci_mdev.pci import pools
+        self.assertIsNone(pools.spec_key([{'traits': ['A']}]))
+        self.assertEqual(pools.spec_key([{'a': '1', 'b': '2'}]),
+                         pools.spec_key([{'b': '2', 'a': '1'}]))
+        w = World()
+        w.dev(T.STANDARD)
+        order = pools.Ordered(w.stats()._pools)
+        # (InstancePCIRequest refuses such values; a duck-typed request
+        # may carry them.)
+        request = types.SimpleNamespace(
+            spec=[{'dev_type': T.STANDARD, 'traits': ['A']}])
+        self.assertEqual(1, len(order.serving(request)))
+        self.assertEqual({}, order._serving)
+
+    def test_at_most_so_many_specs_are_remembered(self):
+        from nova_pci_mdev.pci import pools
+        w = World()
+        w.dev(T.STANDARD)
+        order = pools.Ordered(w.stats()._pools)
+        for n in range(pools.Ordered.SPECS_REMEMBERED + 5):
+            order.serving(req(1, label='l%d' % n))
+        self.assertLessEqual(len(order._serving),
+                             pools.Ordered.SPECS_REMEMBERED)
