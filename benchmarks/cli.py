@@ -139,36 +139,57 @@ class CliHost:
             shutil.rmtree(fresh, ignore_errors=True)
 
 
-def generated_host(workdir, n):
+#: Node devices of the start-up base host: one group of the generator
+#: (a GPU, a NIC with its VFs, two drives).
+BASE_NODES = 16
+#: Runs a round of every command on the base and the smallest host.
+SMALL_REPEATS = 3
+
+
+def generated_host(workdir, n, label=None):
     path = os.path.join(workdir, 'cli-host-%d.xml' % n)
     with open(path, 'w') as f:
         f.write(hostgen.host_xml(hostgen.generate(n, unit='nodes')))
     conf = os.path.join(workdir, 'cli-nova.conf')
     with open(conf, 'w') as f:
         f.write(hostgen.NOVA_CONF)
-    return CliHost(workdir, str(n), ['--connection', 'test://' + path,
-                                     '--config-file', conf])
+    return CliHost(workdir, label or str(n),
+                   ['--connection', 'test://' + path, '--config-file', conf])
+
+
+def base_host(workdir):
+    """The start-up base of the growth exponents: a generated host of
+    :data:`BASE_NODES` node devices, the same process kind as the big
+    ones (same configuration, a ``test:///`` host file, a state directory
+    of its own), so that what a command costs at N devices less what it
+    costs here is the part that grows with N."""
+    return generated_host(workdir, BASE_NODES, label='base')
 
 
 def sample_host(workdir):
     return CliHost(workdir, 'sample', [])
 
 
-def run_hosts(hosts, runs, log):
+def run_hosts(hosts, runs, log, repeats=None):
     """``{host key: {'first run': [...], command label: [...]}}`` of Sample
-    dicts. The hosts are interleaved round by round (each round runs
-    every command on every host), so that all sizes see the same machine
-    load and the growth exponents above start-up (differences of CPU
-    times) do not follow its drift."""
+    dicts, each with the ``round`` it ran in. The hosts are interleaved
+    round by round (each round runs every command on every host), so that
+    all sizes see the same machine load and the growth exponents above
+    start-up (differences of CPU times) do not follow its drift.
+    ``repeats`` (host key -> n) runs the commands of a small host n times
+    a round: their differences are the small ones."""
+    repeats = repeats or {}
     results = {key: {'first run': []} for key in hosts}
     for host in hosts.values():
         host.run(('devices',), COMMANDS[1][2])      # fills the state dir
     for index in range(runs):
         for key, host in hosts.items():
-            results[key]['first run'].append(host.first_run(index).to_dict())
-            for label, command, check in COMMANDS:
-                results[key].setdefault(label, []).append(
-                    host.run(command, check).to_dict())
+            results[key]['first run'].append(dict(
+                host.first_run(index).to_dict(), round=index))
+            for _ in range(repeats.get(key, 1)):
+                for label, command, check in COMMANDS:
+                    results[key].setdefault(label, []).append(dict(
+                        host.run(command, check).to_dict(), round=index))
         log('cli: round %d of %d done (%s)' % (
             index + 1, runs, ', '.join(str(h.label) for h in hosts.values())))
     return results

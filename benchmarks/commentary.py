@@ -102,20 +102,17 @@ def _cli(results, tracker, data, what):
 def _cli_exponent(results, tracker, data, what):
     label = what[len('CLI '):].split(':', 1)[0]
     low, high = report.growth_span(data.sizes)
-    base = data.value('sample', label, 'cpu')
-    values = {n: data.value(n, label, 'cpu') for n in (low, high)}
-    if base is None or None in values.values():
+    nets = {n: data.net(n, label) for n in (low, high)}
+    base = data.base_label()
+    if None in nets.values():
         return None
-    return ('`%s`: CPU %s at %s node devices and %s at %s; on the sample '
-            'host %s, so %s and %s above start-up. The exponent of a '
-            'difference of two noisy CPU times is itself noisy when the '
-            'smaller difference is a few tens of ms (spreads in the tables '
-            'above).' % (
-                label, report.fmt_time(values[low]), report.fmt_n(low),
-                report.fmt_time(values[high]), report.fmt_n(high),
-                report.fmt_time(base),
-                report.fmt_time(values[low] - base),
-                report.fmt_time(values[high] - base)))
+    return ('`%s`: %s at %s node devices and %s at %s above start-up '
+            '(less the same command on the %s host, round by round; '
+            'spreads of the CPU times in the tables above). The exponent '
+            'of a difference of two noisy CPU times is itself noisy when '
+            'the smaller difference is a few tens of ms.' % (
+                label, report.fmt_time(nets[low]), report.fmt_n(low),
+                report.fmt_time(nets[high]), report.fmt_n(high), base))
 
 
 def _tracker_exponent(results, tracker, data, what):

@@ -57,6 +57,8 @@ def by_n(mapping):
 def fmt_time(seconds):
     if seconds is None:
         return '-'
+    if seconds < 0:
+        return '-' + fmt_time(-seconds)
     if seconds < 0.99995e-3:
         return '%.1f µs' % (seconds * 1e6)
     if seconds < 0.999995:
@@ -162,16 +164,35 @@ class Cli:
     def startup_value(self, what, key):
         return timing.median([s[key] for s in self.startup.get(what, ())])
 
+    def base_label(self):
+        """The host whose CPU is start-up: the generated base host when
+        the run has one (``cli.base_host``), else the sample host."""
+        return 'base' if 'base' in self.hosts else 'sample'
+
+    def _by_round(self, host, command):
+        rounds = {}
+        for index, sample in enumerate(self.samples(host, command)):
+            rounds.setdefault(sample.get('round', index), []).append(
+                sample['cpu'])
+        return {k: timing.median(v) for k, v in rounds.items()}
+
+    def net(self, host, command):
+        """Median over the rounds of the CPU of ``command`` on ``host``
+        less its CPU on the base host in the same round (the rounds
+        interleave the hosts, so a pair sees the same load; a host that
+        ran a command several times a round gives the median of those)."""
+        at, base = (self._by_round(host, command),
+                    self._by_round(self.base_label(), command))
+        return timing.median([at[k] - base[k] for k in at if k in base])
+
     def net_exponent(self, command):
         """Exponent of the CPU above what the same command costs on the
-        sample host (interpreter, imports, libvirt and store set-up)."""
-        base = self.value('sample', command, 'cpu')
+        base host (interpreter, imports, libvirt and store set-up)."""
         low, high = growth_span(self.sizes)
-        if base is None or low is None:
+        if low is None:
             return None
-        net = {n: (self.value(n, command, 'cpu') or 0) - base
-               for n in (low, high)}
-        return exponent(net, low, high)
+        return exponent({n: self.net(n, command) for n in (low, high)},
+                        low, high)
 
     def exponent(self, command):
         low, high = growth_span(self.sizes)
@@ -292,9 +313,13 @@ def _cli(results):
              'frees that instance again, so each round starts from the same '
              'state.' % ', '.join(
                  '%s: %d' % (h, len(data.samples(h, 'devices')))
-                 for h in ['sample'] + data.sizes), '']
-    for host in ['sample'] + data.sizes:
+                 for h in ['sample'] + (['base'] if 'base' in data.hosts
+                                        else []) + data.sizes), '']
+    hosts = ['sample'] + (['base'] if 'base' in data.hosts else [])
+    for host in hosts + data.sizes:
         title = ('the bundled sample host' if host == 'sample' else
+                 'the start-up base, a generated host of %d node devices'
+                 % cli.BASE_NODES if host == 'base' else
                  'a generated host of %s node devices' % fmt_n(host))
         lines += ['### On %s' % title, '',
                   '| command | CPU | spread | wall | peak RSS | load |',
@@ -311,17 +336,22 @@ def _cli(results):
                 load_range([{'load': [s['load']]} for s in samples])))
         lines.append('')
     low, high = growth_span(data.sizes)
+    base = ('the start-up base host (%d node devices) in the same round, '
+            'median over the rounds' % cli.BASE_NODES
+            if data.base_label() == 'base' else 'the sample host')
     lines += ['### Growth', '', 'CPU from %s to %s node devices; "above '
-              'start-up" subtracts what the same command costs on the '
-              'sample host.' % (fmt_n(low), fmt_n(high)), '',
-              '| command | CPU at %s | CPU at %s | exponent | exponent above '
-              'start-up |' % (fmt_n(low), fmt_n(high)),
-              '|---|---:|---:|---:|---:|']
+              'start-up" subtracts what the same command costs on %s.' % (
+                  fmt_n(low), fmt_n(high), base), '',
+              '| command | CPU at %s | CPU at %s | exponent | above start-up '
+              'at %s | at %s | exponent above start-up |' % (
+                  fmt_n(low), fmt_n(high), fmt_n(low), fmt_n(high)),
+              '|---|---:|---:|---:|---:|---:|---:|']
     for label in labels:
-        lines.append('| %s | %s | %s | %s | %s |' % (
+        lines.append('| %s | %s | %s | %s | %s | %s | %s |' % (
             label, fmt_time(data.value(low, label, 'cpu')),
             fmt_time(data.value(high, label, 'cpu')),
             fmt_exponent(data.exponent(label)),
+            fmt_time(data.net(low, label)), fmt_time(data.net(high, label)),
             fmt_exponent(data.net_exponent(label))))
     lines.append('')
     if data.startup:

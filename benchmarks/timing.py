@@ -97,6 +97,32 @@ def per_call(fn, loops=None):
     return (clock() - start) / loops, loops
 
 
+def repeated(fn, fresh, loops=None, check=None):
+    """(seconds per call, loops): ``fn(fresh())`` called ``loops`` times,
+    each call timed on its own (a full collection and ``fresh()``, the
+    call's new input, before it, untimed), the times summed.
+
+    Without ``loops``, the first call calibrates how many calls make a
+    sample of at least :data:`MIN_SAMPLE_SECONDS` (as :func:`per_call`);
+    the caller passes that count back for the next samples. ``check`` is
+    applied to every call's result. For workloads too short to time once
+    (a resync of a few hundred records), on both sides alike.
+    """
+    total = 0.0
+    count = loops or 1
+    done = 0
+    while done < count:
+        seconds, result = timed(fn, fresh())
+        if check is not None:
+            check(result)
+        total += seconds
+        done += 1
+        if loops is None and done == 1:
+            count = max(1, min(MAX_LOOPS, int(MIN_SAMPLE_SECONDS /
+                                              max(seconds, 1e-7)) + 1))
+    return total / count, count
+
+
 def batch(fn, items):
     """Seconds per item of ``fn(item)`` over ``items`` (one sample)."""
     items = list(items)
