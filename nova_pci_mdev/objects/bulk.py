@@ -122,7 +122,9 @@ class Maker(object):
             if coerced is None or type(coerced) in _IMMUTABLE:
                 stored[attr] = coerced
             elif isinstance(coerced, dict):
-                dicts.append((attr, dict(coerced)))
+                # A plain dict built item by item: one of strings is not
+                # tracked by the garbage collector, nor are its copies.
+                dicts.append((attr, {k: v for k, v in coerced.items()}))
             else:
                 again[name] = value
         return Template(stored, tuple(dicts), again, frozenset(values))

@@ -114,10 +114,14 @@ class DeviceTable(object):
                 del self._by_instance[instance_uuid]
 
     def _relink(self):
-        """Rebuild every parent/child link in one pass."""
+        """Rebuild every parent/child link in one pass (a device keeps
+        its own list when it is already empty: every device has a list
+        of its own, never shared)."""
         for dev in self._devs.values():
-            dev.parent_device = None
-            dev.child_devices = []
+            if dev.parent_device is not None:
+                dev.parent_device = None
+            if dev.child_devices:
+                dev.child_devices = []
         for dev in self._devs.values():
             # Children, and parents below a parent (an mdev-capable VF
             # under its PF: three levels).

@@ -60,6 +60,7 @@ from nova_pci_mdev.pci import stats as pci_stats
 from nova_pci_mdev.pci import tracker_claims
 
 Status = fields.PciDeviceStatus
+_MDEV_PF = fields.PciDeviceType.MDEV_PF
 
 
 class SyncReport(typing.NamedTuple):
@@ -160,15 +161,17 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
         devices ``touched`` (with their relatives, and whatever status
         changed) put in the pools where they belong."""
         changed = self._normalise()
-        if 2 * len(touched) >= len(self._devs):
-            todo = self._devs      # a first sync: everything, no walks
+        devs = self._devs
+        if 2 * len(touched) >= len(devs):
+            todo = list(devs.values())    # a first sync: all, no walks
         else:
-            todo = {dev.address: dev for dev in device_table.family(
-                [d for d in touched if self._devs.get(d.address) is d])}
-            todo.update((dev.address, dev) for dev in changed)
-        for address, dev in list(todo.items()):
-            if self._devs.get(address) is dev:
-                self._refresh(dev)
+            near = {dev.address: dev for dev in device_table.family(
+                [d for d in touched if devs.get(d.address) is d])}
+            near.update((dev.address, dev) for dev in changed)
+            todo = [dev for address, dev in near.items()
+                    if devs.get(address) is dev]
+        for dev in todo:          # _refresh changes no entry of devs
+            self._refresh(dev)
 
     def _whitelisted(self, records):
         """``{address: (record, tags)}`` of the records the whitelist
@@ -224,16 +227,17 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
         (skipping records already applied). Returns ``(added, updated,
         retagged)`` addresses."""
         added, updated, retagged = [], [], []
+        devs, all_tags, applied = self._devs, self._tags, self._applied
+        touched = self._changed        # what _touch fills
         for address, entry in seen.items():
             if entry is None:
                 continue        # the steady state: nothing to look at
             record, tags = entry
             dev = new.get(address)
             if dev is not None:
-                self._devs[address] = dev
-                self._tags[address] = tags
-                self._applied[address] = record
-                self._touch(dev)
+                devs[address], all_tags[address] = dev, tags
+                applied[address] = record
+                touched[address] = dev
                 added.append(address)
                 continue
             dev = self._devs[address]
@@ -265,8 +269,7 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
         status change.
         """
         self.stats.add_device(dev)
-        if (self._slot_factory is not None
-                and dev.dev_type == fields.PciDeviceType.MDEV_PF):
+        if self._slot_factory is not None and dev.dev_type == _MDEV_PF:
             count = capacity.usable(dev) if self._tags.get(
                 dev.address) is not None else 0
             tags = self._creatable_tags(dev) if count else None

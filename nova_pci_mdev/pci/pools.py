@@ -96,7 +96,7 @@ class Pool(object):
     count], see :mod:`.capacity`)."""
 
     __slots__ = ('key', 'attrs', 'existing', 'other', 'busy', 'spare',
-                 'creatable', 'creatable_total')
+                 'creatable', 'creatable_total', 'spots')
 
     def __init__(self, key):
         self.key = key
@@ -110,6 +110,10 @@ class Pool(object):
         self.spare = 0
         self.creatable = collections.OrderedDict()
         self.creatable_total = 0
+        #: place -> (key, place): where a device of this pool sits, one
+        #: tuple per place shared by all its devices.
+        self.spots = {place: (key, place)
+                      for place in ('existing', 'other', BUSY)}
 
     dev_type = property(lambda self: self.key.dev_type)
     numa_node = property(lambda self: self.key.numa_node)

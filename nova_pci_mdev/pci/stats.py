@@ -132,7 +132,7 @@ class PciDeviceStats(object):
             pool.busy.add(address)
         else:
             getattr(pool, place)[address] = dev
-        self._where[address] = (key, place)
+        self._where[address] = pool.spots[place]
         if old is not None and old[0] != key:
             self._drop_if_empty(old[0])
 
@@ -199,7 +199,7 @@ class PciDeviceStats(object):
         if place != pools.BUSY:
             self._detach(address, (key, place))
             self._pools[key].busy.add(address)
-            self._where[address] = (key, pools.BUSY)
+            self._where[address] = self._pools[key].spots[pools.BUSY]
 
     def devices(self):
         """Every free device held, pool by pool."""
