@@ -142,8 +142,8 @@ class CliHost:
 #: Node devices of the start-up base host: one group of the generator
 #: (a GPU, a NIC with its VFs, two drives).
 BASE_NODES = 16
-#: Runs a round of every command on the base and the smallest host.
-SMALL_REPEATS = 3
+#: Runs a round of every command on the base and the generated hosts.
+REPEATS = 3
 
 
 def generated_host(workdir, n, label=None):
@@ -176,8 +176,8 @@ def run_hosts(hosts, runs, log, repeats=None):
     round by round (each round runs every command on every host), so that
     all sizes see the same machine load and the growth exponents above
     start-up (differences of CPU times) do not follow its drift.
-    ``repeats`` (host key -> n) runs the commands of a small host n times
-    a round: their differences are the small ones."""
+    ``repeats`` (host key -> n) runs the commands of a host n times a
+    round (the growth exponents come from medians of few samples)."""
     repeats = repeats or {}
     results = {key: {'first run': []} for key in hosts}
     for host in hosts.values():

@@ -193,10 +193,10 @@ def run_cli(workdir, sizes, runs, startup_runs):
              'base': cli.base_host(workdir)}
     for n in sizes:
         hosts[n] = cli.generated_host(workdir, n)
-    # The start-up base and the smallest size (whose difference is a few
-    # tens of ms) run three times a round.
-    small = {'base': cli.SMALL_REPEATS, min(sizes): cli.SMALL_REPEATS}
-    return {'hosts': cli.run_hosts(hosts, runs, log, small),
+    # The start-up base and the generated hosts (whose differences make
+    # the growth exponents) run every command three times a round.
+    repeats = {key: cli.REPEATS for key in hosts if key != 'sample'}
+    return {'hosts': cli.run_hosts(hosts, runs, log, repeats),
             'startup': cli.run_startup(workdir, startup_runs)}
 
 

@@ -132,6 +132,27 @@ class DeviceTable(object):
                 dev.parent_device = parent
                 parent.child_devices.append(dev)
 
+    def _unlink_gone(self, gone):
+        """Detach the forgotten devices ``gone`` from the devices still
+        tracked: the links :meth:`_relink` would give, at the cost of the
+        parents and children of ``gone`` (each parent's list filtered
+        once)."""
+        ids = {id(dev) for dev in gone}
+        parents = {}
+        for dev in gone:
+            parent = dev.parent_device
+            if parent is not None and id(parent) not in ids:
+                parents[id(parent)] = parent
+            for child in dev.child_devices:
+                if child.parent_device is dev:
+                    child.parent_device = None
+        for parent in parents.values():
+            parent.child_devices = [c for c in parent.child_devices
+                                    if id(c) not in ids]
+        for dev in gone:
+            dev.parent_device = None
+            dev.child_devices = []
+
     def _normalise(self):
         """Give every free device the status its relatives imply; returns
         the devices whose status changed.

@@ -136,8 +136,10 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
 
         Cost: one lookup and one dict comparison for a record equal to the
         one applied last (the steady state); links and statuses are
-        re-derived in one cheap pass when anything changed, and only the
-        devices that changed, and their relatives, move between pools.
+        re-derived in one cheap pass when a device was added or changed
+        (only the devices that changed, and their relatives, move between
+        pools); a sync that only removed devices touches their relatives
+        alone.
         """
         seen = self._whitelisted(records)
         # Build the new devices first: a record a device cannot hold fails
@@ -146,13 +148,16 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
         new = {address: make(entry[0], address)
                for address, entry in seen.items()
                if entry is not None and address not in self._devs}
-        removed, kept, touched = self._drop_unseen(seen)
+        removed, kept, touched, gone = self._drop_unseen(seen)
         added, updated, retagged = self._apply(seen, new)
-        if added or updated or removed or retagged:
+        touched.extend(self._devs[a] for a in kept)
+        if added or updated or retagged:
             touched.extend(self._devs[a] for a in added + updated + retagged)
-            touched.extend(self._devs[a] for a in kept)
             self._relink()
             self._settle(touched)
+        elif removed:
+            self._unlink_gone(gone)
+            self._settle_near(touched)
         return SyncReport(tuple(added), tuple(updated), tuple(removed),
                           tuple(kept))
 
@@ -171,6 +176,23 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
             todo = [dev for address, dev in near.items()
                     if devs.get(address) is dev]
         for dev in todo:          # _refresh changes no entry of devs
+            self._refresh(dev)
+
+    def _settle_near(self, touched):
+        """After a sync that only removed free devices (and flagged busy
+        ones missing): the relatives of the removed devices and the kept
+        ones get their free status derived again and go where it says in
+        the pools. Nothing else can have changed: a free device's status
+        follows from its relatives in use, and only these devices lost
+        relatives. Work proportional to the change, not to the host."""
+        near = {d.address: d for d in touched
+                if self._devs.get(d.address) is d}
+        for dev in near.values():
+            if dev.status in Status.FREE:
+                status = device_table.derived_status(dev)
+                if status != dev.status:
+                    dev.status = status
+                    self._touch(dev)
             self._refresh(dev)
 
     def _whitelisted(self, records):
@@ -206,9 +228,9 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
 
     def _drop_unseen(self, seen):
         """Forget free devices the host no longer lists; flag busy ones
-        missing. Returns ``(removed, kept)`` addresses and the relatives
-        of the removed devices."""
-        removed, kept, relatives = [], [], []
+        missing. Returns ``(removed, kept)`` addresses, the relatives of
+        the removed devices and the removed devices (still linked)."""
+        removed, kept, relatives, gone = [], [], [], []
         for dev in [d for a, d in self._devs.items() if a not in seen]:
             if dev.status in Status.BUSY:
                 if not device_table.is_missing(dev):
@@ -220,7 +242,8 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
                 relatives.extend(dev._ancestors() + dev._descendants())
                 self._forget(dev, unlink=False)
                 removed.append(dev.address)
-        return removed, kept, relatives
+                gone.append(dev)
+        return removed, kept, relatives, gone
 
     def _apply(self, seen, new):
         """Add ``new`` devices, update the others from their records
