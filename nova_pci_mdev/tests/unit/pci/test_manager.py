@@ -410,6 +410,31 @@ class TestSync(testtools.TestCase):
         self.assertEqual((200, 199), work(4)())
         self.assertLess(opcount.growth(work, 4, 16), 1.3)
 
+    def test_a_removal_costs_its_relatives_not_the_host(self):
+        """A resync that only drops one free VF does, beyond the lookups
+        of an unchanged resync, work for that VF and its PF alone: the
+        same number of calls on a host 16 times as big."""
+        def extra(buses):
+            records = []
+            for bus in range(buses):
+                pf = '0000:%02x:00.0' % bus
+                records.append(record(pf, T.SRIOV_PF, product_id='1572'))
+                records += [record('0000:%02x:01.%d' % (bus, fn),
+                                   T.SRIOV_VF, product_id='154c',
+                                   parent_addr=pf) for fn in range(7)]
+            tracker = manager.PciDevTracker(FakeWhitelist(pure=True),
+                                            TOPOLOGY)
+            tracker.sync(records)
+            _, same = opcount.calls(tracker.sync, list(records))
+            report, fewer = opcount.calls(tracker.sync, records[:-1])
+            self.assertEqual((records[-1]['address'],), report.removed)
+            pf = tracker.devices[records[-8]['address']]
+            self.assertEqual(6, len(pf.child_devices))
+            return fewer - same
+
+        small, large = extra(4), extra(64)
+        self.assertLess(abs(large - small), 0.1 * small + 10)
+
 
 class TestClaims(testtools.TestCase):
 
