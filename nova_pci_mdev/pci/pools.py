@@ -14,6 +14,7 @@ take without touching any pool. Pure, no I/O.
 
 import collections
 import itertools
+import operator
 import typing
 
 from nova_pci_mdev.objects import fields
@@ -155,12 +156,19 @@ def spec_key(specs):
     """A hashable form of a request's specs (a list of dicts): equal keys,
     equal answers of :meth:`Pool.serves`; None when a value is not
     hashable."""
-    key = tuple(tuple(sorted(spec.items())) for spec in specs)
+    key = _spec_key(specs)
     try:
         hash(key)
     except TypeError:
         return None
     return key
+
+
+def _spec_key(specs):
+    """:func:`spec_key` without the check that it is hashable."""
+    if len(specs) == 1:             # the usual request: no generator
+        return (tuple(sorted(specs[0].items())),)
+    return tuple(tuple(sorted(spec.items())) for spec in specs)
 
 
 class Ordered(object):
@@ -193,8 +201,11 @@ class Ordered(object):
 
     def serving(self, request):
         """The pools (in sort order) that may serve ``request``."""
-        key = spec_key(request.spec)
-        found = self._serving.get(key) if key is not None else None
+        key = _spec_key(request.spec)
+        try:
+            found = self._serving.get(key)
+        except TypeError:           # a value that is not hashable
+            key = found = None
         if found is None:
             found = [pool for pool in self.all() if pool.serves(request)]
             if key is not None:
@@ -204,22 +215,25 @@ class Ordered(object):
         return found
 
     def ranked(self, plan, request, numa):
-        """(rank, pool) of the pools that may serve ``request`` and still
-        have one free in ``plan``, best NUMA rank first (``numa``: a
-        :class:`.numa_policy.InstanceCells`; sort order within a rank)."""
+        """(rank, pool, free) of the pools that may serve ``request`` and
+        still have ``free`` > 0 devices in ``plan``, best NUMA rank first
+        (``numa``: a :class:`.numa_policy.InstanceCells`; sort order
+        within a rank)."""
         policy = request.numa_policy or fields.PCINUMAAffinityPolicy.LEGACY
         ranked = []
+        removed = plan.removed
         for pool in self.serving(request):
-            if plan.available(pool) > 0:
-                rank = numa.rank(pool.numa_node, policy)
+            free = pool.count - removed.get(pool.key, 0)
+            if free > 0:
+                rank = numa.rank(pool.key.numa_node, policy)
                 if rank is not None:
-                    ranked.append((rank, pool))
-        ranked.sort(key=_first)
+                    ranked.append((rank, pool, free))
+        if len(ranked) > 1:
+            ranked.sort(key=_first)     # stable: sort order within a rank
         return ranked
 
 
-def _first(item):
-    return item[0]
+_first = operator.itemgetter(0)
 
 
 class NewSlot(object):
@@ -232,19 +246,25 @@ class NewSlot(object):
 
 
 class Plan(object):
-    """What one call would take; the pools stay untouched until commit."""
+    """What one call would take; the pools stay untouched until commit.
+
+    Counts are plain dicts (absent: 0), read with ``get``: a plan is made
+    per request, and most stay small."""
+
+    __slots__ = ('removed', 'blocked', 'spare', 'cursors', 'picks', 'new',
+                 'whole')
 
     def __init__(self):
-        self.removed = collections.Counter()   # pool key -> free ones gone
-        self.blocked = set()                   # addresses taken or blocked
-        self.spare = collections.Counter()     # pool key -> spare taken
+        self.removed = {}       # pool key -> free ones gone
+        self.blocked = set()    # addresses taken or blocked
+        self.spare = {}         # pool key -> spare taken
         self.cursors = {}
-        self.picks = []                        # (request, device)
-        self.new = collections.Counter()       # parent -> slots to create
-        self.whole = set()                     # parents taken whole
+        self.picks = []         # (request, device)
+        self.new = {}           # parent address -> slots to create
+        self.whole = set()      # parents taken whole
 
     def available(self, pool):
-        return pool.count - self.removed[pool.key]
+        return pool.count - self.removed.get(pool.key, 0)
 
     def shortfall(self, pools_in_order, request, numa, policy):
         """The :class:`.explain.Shortfall` of ``request`` after this plan:
@@ -257,7 +277,7 @@ class Plan(object):
                     short.restricted[restricted_to(pool)] += (
                         self.available(pool))
                 continue
-            short.taken += self.removed[pool.key]
+            short.taken += self.removed.get(pool.key, 0)
             self.free_per_parent(pool, short.by_parent)
             if numa.rank(pool.numa_node, policy) is None:
                 short.elsewhere[pool.numa_node] += self.available(pool)
@@ -275,7 +295,7 @@ class Plan(object):
         for address, (_parent, count) in pool.creatable.items():
             if address not in self.whole:
                 counts[(address, pool.numa_node)] += max(
-                    0, count - self.new[address])
+                    0, count - self.new.get(address, 0))
 
 
 def restricted_to(pool):

@@ -236,12 +236,19 @@ class PciDeviceStats(object):
         """
         need = request.count
         ranked = self._order.ranked(plan, request, numa)
-        if sum(plan.available(pool) for _, pool in ranked) < need:
+        total = 0
+        for item in ranked:
+            total += item[2]
+        if total < need:
             return False
-        for _, pool in ranked:
+        first = True
+        for _, pool, free in ranked:
             if need <= 0:
                 break
-            take = min(need, plan.available(pool))
+            # Free as ranked until a take: then a relative of the taken
+            # devices may have left another pool of the request.
+            take = min(need, free if first else plan.available(pool))
+            first = False
             need -= take
             self._take(plan, request, pool, take)
         return True
@@ -250,36 +257,39 @@ class PciDeviceStats(object):
         cursor = plan.cursors.get(pool.key)
         if cursor is None:
             cursor = plan.cursors[pool.key] = pool.free_devices()
+        blocked = plan.blocked
         while n:
             dev = next(cursor, None)
             if dev is None:
                 break
-            if dev.address in plan.blocked:
+            if dev.address in blocked:
                 continue
             plan.picks.append((request, dev))
             self._block(plan, dev)
             n -= 1
-        n = self._take_creatable(plan, request, pool, n)
         if n:
-            plan.spare[pool.key] += n
-            plan.removed[pool.key] += n
+            n = self._take_creatable(plan, request, pool, n)
+        if n:
+            key = pool.key
+            plan.spare[key] = plan.spare.get(key, 0) + n
+            plan.removed[key] = plan.removed.get(key, 0) + n
 
     def _take_creatable(self, plan, request, pool, n):
         """Take up to ``n`` slots still to create; return how many are
         still missing."""
+        new, removed, key = plan.new, plan.removed, pool.key
         for address, (parent, count) in pool.creatable.items():
             if not n:
                 break
             take = 0 if address in plan.whole else min(
-                n, count - plan.new[address])
+                n, count - new.get(address, 0))
             if take <= 0:
                 continue
-            plan.new[address] += take
-            plan.removed[pool.key] += take
+            new[address] = new.get(address, 0) + take
+            removed[key] = removed.get(key, 0) + take
             plan.picks.extend((request, pools.NewSlot(parent))
                               for _ in range(take))
-            for each in [parent] + pools.ancestors(parent):
-                self._block_one(plan, each)
+            self._block_all(plan, [parent] + pools.ancestors(parent))
             n -= take
         return n
 
@@ -287,24 +297,30 @@ class PciDeviceStats(object):
         """Mark ``dev`` and the relatives it makes unusable (ancestors and
         descendants, to any depth) as taken."""
         below = pools.descendants(dev)
-        for each in [dev] + pools.ancestors(dev) + below:
-            self._block_one(plan, each)
-        for each in [dev] + below:
-            key = self._creatable_key.get(each.address)
+        self._block_all(plan, [dev] + pools.ancestors(dev) + below)
+        creatable_key = self._creatable_key
+        for each in [dev] + below if creatable_key else ():
+            key = creatable_key.get(each.address)
             if key is not None and each.address not in plan.whole:
                 # A parent taken whole (or below one taken whole) takes
                 # its slots still to create too.
                 plan.whole.add(each.address)
                 count = self._pools[key].creatable[each.address][1]
-                plan.removed[key] += count - plan.new[each.address]
+                plan.removed[key] = plan.removed.get(key, 0) + (
+                    count - plan.new.get(each.address, 0))
 
-    def _block_one(self, plan, dev):
-        if dev.address in plan.blocked:
-            return
-        plan.blocked.add(dev.address)
-        where = self._where.get(dev.address)
-        if where is not None and where[1] != pools.BUSY:
-            plan.removed[where[0]] += 1
+    def _block_all(self, plan, devs):
+        """Mark each of ``devs`` taken (once) and count it out of the
+        pool that holds it free."""
+        blocked, removed, where = plan.blocked, plan.removed, self._where
+        for dev in devs:
+            address = dev.address
+            if address in blocked:
+                continue
+            blocked.add(address)
+            spot = where.get(address)
+            if spot is not None and spot[1] != pools.BUSY:
+                removed[spot[0]] = removed.get(spot[0], 0) + 1
 
     def _plan(self, requests, numa_cells):
         numa = numa_policy.InstanceCells(self.numa_topology, numa_cells)
@@ -321,8 +337,10 @@ class PciDeviceStats(object):
                 address][0]
             # Reversed: pop() hands them out in sequence order.
             made[address] = list(self._materialise(parent, count))[::-1]
+        where = self._where
         for address in plan.blocked:
-            if address in self._where:
+            spot = where.get(address)
+            if spot is not None and spot[1] != pools.BUSY:
                 self._make_busy(address)
         for key, n in plan.spare.items():
             self._pools[key].spare -= n
