@@ -31,12 +31,11 @@ from nova_pci_mdev.objects import base
 from nova_pci_mdev.objects import bulk
 from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.objects import pci_states
 
 Status = fields.PciDeviceStatus
 DevType = fields.PciDeviceType
 
-#: A parent in one of these may have a child used.
-_PARENT_OK = (Status.AVAILABLE, Status.UNCLAIMABLE, Status.UNAVAILABLE)
 #: Fields a device record from the hypervisor may not overwrite.
 _STATEFUL = frozenset(('status', 'instance_uuid', 'request_id', 'id',
                        'uuid', 'extra_info'))
@@ -48,7 +47,8 @@ _UNSET = object()
 
 
 @base.NovaPciMdevObjectRegistry.register
-class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
+class PciDevice(pci_states.StateMachine, base.PersistentMixin,
+                base.NovaPciMdevObject):
     """A device of a compute host, with Nova's fields plus ``mdev_type``."""
 
     # Version 1.0: Initial version
@@ -238,146 +238,6 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
     @property
     def is_child(self):
         return self.dev_type in DevType.CHILD_TYPES
-
-    def _present_children(self):
-        return [c for c in self.child_devices if c.status not in Status.GONE]
-
-    def _ancestors(self):
-        """Parent, grandparent... nearest first (a PF above a VF parent
-        above an mdev slot: three levels). A cycle of links ends the walk
-        (each device once, by identity)."""
-        parent = self.parent_device
-        if parent is None:
-            return []
-        found = []
-        seen = {id(self)}
-        while parent is not None and id(parent) not in seen:
-            found.append(parent)
-            seen.add(id(parent))
-            parent = parent.parent_device
-        return found
-
-    def _descendants(self):
-        """Present children, grandchildren... (each once, by identity;
-        linear in the devices below)."""
-        todo = self._present_children()
-        if not todo:
-            return todo
-        found = []
-        seen = {id(self)}
-        while todo:
-            dev = todo.pop()
-            if id(dev) in seen:
-                continue
-            seen.add(id(dev))
-            found.append(dev)
-            if dev.child_devices:
-                todo.extend(dev._present_children())
-        return found
-
-    def _expect(self, statuses):
-        if self.status not in statuses:
-            raise exception.PciDeviceInvalidStatus(
-                address=self.address, status=self.status,
-                hopestatus=statuses)
-
-    def _check_owner(self, instance_uuid):
-        if instance_uuid is not None and self.instance_uuid != instance_uuid:
-            raise exception.PciDeviceInvalidOwner(
-                address=self.address, owner=self.instance_uuid,
-                hopeowner=instance_uuid)
-
-    def _check_children_free(self, tolerated=()):
-        busy = [c for c in self._descendants()
-                if c.status != Status.AVAILABLE and c.status not in tolerated]
-        if busy:
-            raise exception.PciDeviceChildrenBusy(
-                address=self.address,
-                children=', '.join('%s (%s)' % (c.address, c.status)
-                                   for c in busy))
-
-    def _check_parent_usable(self):
-        for parent in self._ancestors():
-            if parent.status not in _PARENT_OK:
-                raise exception.PciDeviceParentBusy(
-                    address=self.address, parent_addr=parent.address,
-                    status=parent.status, hopestatus=_PARENT_OK)
-
-    def claim(self, instance_uuid):
-        """``available`` -> ``claimed`` for ``instance_uuid``.
-
-        Every descendant must be free (they become ``unclaimable``), no
-        ancestor may be in use (the free ones become ``unclaimable``).
-        """
-        self._expect((Status.AVAILABLE,))
-        self._check_children_free()
-        self._check_parent_usable()
-        for dev in self._descendants():
-            dev.status = Status.UNCLAIMABLE
-        for parent in self._ancestors():
-            if parent.status == Status.AVAILABLE:
-                parent.status = Status.UNCLAIMABLE
-        self.status = Status.CLAIMED
-        self.instance_uuid = instance_uuid
-
-    def allocate(self, instance_uuid):
-        """``available``/``claimed`` (by the same owner) -> ``allocated``;
-        descendants and ancestors become ``unavailable``."""
-        self._expect((Status.AVAILABLE, Status.CLAIMED))
-        if self.status == Status.CLAIMED:
-            self._check_owner(instance_uuid)
-        self._check_children_free(tolerated=(Status.UNCLAIMABLE,))
-        self._check_parent_usable()
-        for dev in self._descendants() + self._ancestors():
-            dev.status = Status.UNAVAILABLE
-        self.status = Status.ALLOCATED
-        self.instance_uuid = instance_uuid
-
-    def free(self, instance_uuid=None):
-        """``claimed``/``allocated`` -> ``available``.
-
-        Returns every device that became available: this one, its
-        descendants, and each ancestor once nothing below it is in use
-        (an ancestor with only claims left below it is ``unclaimable``).
-        """
-        self._expect((Status.CLAIMED, Status.ALLOCATED))
-        self._check_owner(instance_uuid)
-        freed = [self]
-        self.status = Status.AVAILABLE
-        self.instance_uuid = None
-        self.request_id = None
-        for dev in self._descendants():
-            dev.status = Status.AVAILABLE
-            freed.append(dev)
-        for parent in self._ancestors():
-            if parent.status not in (Status.UNCLAIMABLE,
-                                     Status.UNAVAILABLE):
-                continue
-            below = {d.status for d in parent._descendants()}
-            status = (Status.UNAVAILABLE if Status.ALLOCATED in below
-                      else Status.UNCLAIMABLE if Status.CLAIMED in below
-                      else Status.AVAILABLE)
-            if status == Status.AVAILABLE and parent.status != status:
-                freed.append(parent)
-            parent.status = status
-        return freed
-
-    def remove(self):
-        """A free device vanished from the host: -> ``removed``."""
-        self._expect((Status.AVAILABLE, Status.UNCLAIMABLE,
-                      Status.UNAVAILABLE))
-        if self.instance_uuid is not None:
-            raise exception.PciDeviceInvalidOwner(
-                address=self.address, owner=self.instance_uuid,
-                hopeowner=None)
-        self.status = Status.REMOVED
-        self.instance_uuid = None
-        self.request_id = None
-
-    def mark_deleted(self):
-        """A removed device was forgotten by the store: -> ``deleted``."""
-        self._expect((Status.REMOVED,))
-        self.status = Status.DELETED
 
 
 @base.NovaPciMdevObjectRegistry.register

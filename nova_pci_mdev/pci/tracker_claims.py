@@ -58,8 +58,9 @@ class ClaimsMixin(object):
             # pools; put each where its status says (back, on failure).
             for dev in family:
                 self._refresh(dev)
+        changed = self._changed         # what _touch fills
         for dev in family:
-            self._touch(dev)
+            changed[dev.address] = dev
         return devs
 
     def claim_devices(self, instance_uuid, addresses, request_id=None):
@@ -199,14 +200,26 @@ class ClaimsMixin(object):
         if dev.status not in Status.BUSY or dev.instance_uuid != instance_uuid:
             self._index_discard(instance_uuid, dev.address)
             return []
-        dev.free(instance_uuid)
+        # The checks of dev.free() hold: in use, by instance_uuid.
+        _freed, below, above = dev._free()
         self._index_discard(instance_uuid, dev.address)
-        family = device_table.family([dev])
+        family = _family(dev, above, below)
+        changed = self._changed         # what _touch fills
         for relative in family:
-            self._touch(relative)
+            changed[relative.address] = relative
         if device_table.is_missing(dev):
             self._forget(dev, unlink=True)
+        devs = self._devs
         for relative in family:
-            if self._devs.get(relative.address) is relative:
+            if devs.get(relative.address) is relative:
                 self._refresh(relative)
         return [dev]
+
+
+def _family(dev, above, below):
+    """:func:`.device_table.family` of ``[dev]`` from its walks (``above``
+    its ancestors, ``below`` its descendants): same devices, same order."""
+    out = {dev.address: dev}
+    for relative in above + below:
+        out[relative.address] = relative
+    return list(out.values())
