@@ -1,0 +1,153 @@
+"""What the lean claim and free paths rely on, checked without timing.
+
+The host is ``test_manager``'s (PCI, PF with two VFs, a GPU with two
+slots, an mtty parent with one slot) and ``test_three_levels``' (a PF
+above two mdev-capable VFs above their slots), and a GPU that can still
+create slots (``test_capacity``).
+
+* A free reuses the walks of ``PciDevice._free`` instead of walking the
+  relatives again: the family it builds from them is
+  :func:`.device_table.family` of the device, same devices in the same
+  order (the order of the change log and of the pools' refreshes).
+* A claim or free walks each device's relatives a bounded number of
+  times, whatever the host's size (call counts, not time).
+* A free still records ``status`` as changed on a parent whose status
+  stays the same (the changed fields are unchanged by the rework).
+"""
+
+import sys
+
+import testtools
+
+from nova_pci_mdev.pci import device_table
+from nova_pci_mdev.pci import manager
+from nova_pci_mdev.pci import tracker_claims
+from nova_pci_mdev.tests.fixtures import opcount
+from nova_pci_mdev.tests.unit.pci import test_capacity as capacity_world
+from nova_pci_mdev.tests.unit.pci import test_manager as world
+from nova_pci_mdev.tests.unit.pci import test_three_levels as three
+from nova_pci_mdev.virt.libvirt import records as records_mod
+
+S = world.S
+T = world.T
+WALKS = ('_ancestors', '_descendants')
+
+
+def walks(func, *args):
+    """``(result, number of relative walks)`` of ``func(*args)``."""
+    count = 0
+
+    def profile(frame, event, arg):
+        nonlocal count
+        if event == 'call' and frame.f_code.co_name in WALKS:
+            count += 1
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        result = func(*args)
+    finally:
+        sys.setprofile(previous)
+    return result, count
+
+
+def slot_host(gpus):
+    """``gpus`` GPUs like ``test_capacity``'s (one mdev, three to make)."""
+    tracker = manager.PciDevTracker(
+        world.FakeWhitelist(pure=True), world.TOPOLOGY,
+        slot_factory=records_mod.SlotFactory(capacity_world.NODE))
+    records = []
+    for index in range(gpus):
+        gpu = '0000:%02x:00.0' % (index + 1)
+        for rec in capacity_world.host():
+            rec = dict(rec, extra_info=dict(rec['extra_info']))
+            if rec['address'] == capacity_world.GPU:
+                rec['address'] = gpu
+            else:
+                rec['address'] = rec['address'][:-2] + '%02x' % index
+                rec['parent_addr'] = gpu
+            records.append(rec)
+    tracker.sync(records)
+    tracker.pop_changes()
+    return tracker
+
+
+class FamilyFromWalksTest(testtools.TestCase):
+
+    def assert_same_families(self, tracker):
+        for dev in tracker.devices.values():
+            self.assertEqual(
+                device_table.family([dev]),
+                tracker_claims._family(dev, dev._ancestors(),
+                                       dev._descendants()), dev.address)
+
+    def test_two_levels(self):
+        self.assert_same_families(world.new_tracker(
+            records=world.world_records()))
+
+    def test_three_levels(self):
+        tracker = three.new_tracker()
+        tracker.sync(three.host_records())
+        self.assert_same_families(tracker)
+
+
+class WalkCountTest(testtools.TestCase):
+
+    def test_claim_and_free_walk_as_much_on_a_bigger_host(self):
+        def cycle(gpus):
+            """Walks of each claim (every GPU's mdev, then one slot to
+            make) and of each free: (claims of mdevs, claim of a slot
+            made, frees)."""
+            tracker = slot_host(gpus)
+            insts = ['aaaaaaaa-0000-4000-8000-%012d' % n
+                     for n in range(gpus + 1)]
+            claims = []
+            for inst in insts:
+                got, count = walks(tracker.claim_instance, inst,
+                                   capacity_world.vgpus(1))
+                self.assertEqual(T.MDEV_VF, got[0].dev_type)
+                claims.append(count)
+            frees = set()
+            for inst in insts:
+                freed, count = walks(tracker.free_instance, inst)
+                self.assertEqual(1, len(freed))
+                frees.add(count)
+            return set(claims[:-1]), claims[-1], frees
+
+        small, large = cycle(2), cycle(32)
+        self.assertEqual(small, large)
+        # A claim: its family, the claim's own walks, the plan's block
+        # (of the parent alone for a slot to make). A free: the free's
+        # walks and one below each parent.
+        self.assertEqual(({6}, 5, {3}), small)
+
+    def test_claim_calls_stay_flat(self):
+        def calls(gpus):
+            tracker = slot_host(gpus)
+
+            def claim_and_free():
+                tracker.claim_instance(world.INST_A, capacity_world.vgpus(1))
+                tracker.free_instance(world.INST_A)
+            claim_and_free()            # the pools' memo of the spec
+            return opcount.calls(claim_and_free)[1]
+        small, large = calls(4), calls(64)
+        self.assertLess(large, 1.05 * small, (small, large))
+
+
+class ChangedFieldsTest(testtools.TestCase):
+
+    def test_a_parent_that_stays_unclaimable_records_its_status(self):
+        tracker = world.new_tracker(records=world.world_records())
+        request = [world.request(1, mdev_type='nvidia-35',
+                                 dev_type=T.MDEV_VF)]
+        tracker.claim_instance(world.INST_A, request)
+        tracker.claim_instance(world.INST_B, request)
+        gpu = tracker.devices[world.GPU]
+        self.assertEqual(S.UNCLAIMABLE, gpu.status)
+        gpu.obj_reset_changes()
+        tracker.pop_changes()
+        tracker.free_instance(world.INST_A)
+        self.assertEqual(S.UNCLAIMABLE, gpu.status)
+        self.assertEqual({'status'}, gpu.obj_what_changed())
+        changed, _deleted = tracker.pop_changes()
+        self.assertIn(gpu, changed)
