@@ -95,19 +95,23 @@ class Maker(object):
     def __init__(self, cls):
         self.cls = cls
         #: name -> (where oslo stores it, its field's coerce, memo of
-        #: coerced strings, its base._plain test or None)
+        #: coerced strings, its base._plain test or None, whether every
+        #: exact str is plain)
         self._fields = {name: (_storage_name(name), field.coerce, {},
-                               base._plain(field))
+                               base._plain(field), base._any_str(field))
                         for name, field in cls.fields.items()}
         blank = vars(cls())
         self._blank = {k: v for k, v in blank.items()
                        if v is None or type(v) in _IMMUTABLE}
         self._fresh = tuple((k, type(v)) for k, v in blank.items()
-                            if k not in self._blank)
+                            if k not in self._blank
+                            and k != '_changed_fields')
         self._new = None
-        if all(kind in (set, list, dict) and not blank[k]
-               for k, kind in self._fresh):
+        if type(blank.get('_changed_fields')) is set and all(
+                kind in (set, list, dict) and not blank[k]
+                for k, kind in self._fresh):
             self._new = cls.__new__
+        self._plans = {}        # names -> their per-object plan
 
     def template(self, values):
         """``values`` (field name -> value) coerced once, for
@@ -117,7 +121,7 @@ class Maker(object):
         obj = self.cls()
         stored, dicts, again = dict(self._blank), [], {}
         for name, value in values.items():
-            attr, coerce, _memo, _plain = self._fields[name]
+            attr, coerce = self._fields[name][:2]
             coerced = coerce(obj, name, value)
             if coerced is None or type(coerced) in _IMMUTABLE:
                 stored[attr] = coerced
@@ -129,6 +133,16 @@ class Maker(object):
                 again[name] = value
         return Template(stored, tuple(dicts), again, frozenset(values))
 
+    def plan(self, names):
+        """What :meth:`build` does for each of ``names`` (a tuple): its
+        name, storage name, coerce, memo, plain test and whether any exact
+        str is plain. Remembered per tuple of names."""
+        found = self._plans.get(names)
+        if found is None:
+            found = self._plans[names] = tuple(
+                (name,) + self._fields[name] for name in names)
+        return found
+
     def build(self, template, ready=None, source=None, names=()):
         """A new object holding ``template``, then the values of
         ``names`` in ``source`` (a dict; each coerced by its field here:
@@ -137,40 +151,50 @@ class Maker(object):
         the field's own rule; a name in it is not read from ``source``).
         Every field of the three is recorded as changed, as the setters
         do."""
+        changed = set(template.names)
         if self._new is None:
             obj = self.cls()
-            obj.__dict__.update(template.stored)
+            stored = obj.__dict__
+            stored.update(template.stored)
+            obj._changed_fields.update(changed)
+            changed = obj._changed_fields
         else:
             obj = self._new(self.cls)
-            stored = dict(template.stored)
+            stored = template.stored.copy()
             for attr, kind in self._fresh:
                 stored[attr] = kind()
+            stored['_changed_fields'] = changed
             obj.__dict__ = stored
-        stored = obj.__dict__
         for attr, value in template.dicts:
-            stored[attr] = dict(value)
-        changed = obj._changed_fields
-        changed.update(template.names)
-        ready = ready or {}
-        fields = self._fields
-        for name in names:
-            if name not in ready:
-                value = source[name]
-                attr, coerce, memo, plain = fields[name]
-                if plain is not None and plain(value):
-                    stored[attr] = value
-                elif (value is None or type(value) is str) and value in memo:
-                    stored[attr] = memo[value]
-                else:
-                    stored[attr] = _coerce(obj, name, value, coerce, memo)
-                changed.add(name)
-        for name, value in template.again.items():
-            stored[fields[name][0]] = fields[name][1](obj, name, value)
-        changed.update(template.again)
-        for name, value in ready.items():
-            stored[fields[name][0]] = value
-        changed.update(ready)
+            stored[attr] = value.copy()
+        ready = ready or _NOTHING
+        for name, attr, coerce, memo, plain, any_str in self.plan(names):
+            if name in ready:
+                continue
+            value = source[name]
+            if any_str and type(value) is str:
+                stored[attr] = value
+            elif plain is not None and plain(value):
+                stored[attr] = value
+            elif (value is None or type(value) is str) and value in memo:
+                stored[attr] = memo[value]
+            else:
+                stored[attr] = _coerce(obj, name, value, coerce, memo)
+            changed.add(name)
+        if template.again:
+            fields = self._fields
+            for name, value in template.again.items():
+                stored[fields[name][0]] = fields[name][1](obj, name, value)
+            changed.update(template.again)
+        if ready:
+            fields = self._fields
+            for name, value in ready.items():
+                stored[fields[name][0]] = value
+            changed.update(ready)
         return obj
+
+
+_NOTHING = {}   # never written: no ready values
 
 
 def _coerce(obj, name, value, coerce, memo):
@@ -217,8 +241,9 @@ class Shapes(object):
         self._to_values = to_values
         self._unique = frozenset(unique)
         self._nested = nested
-        self._pickers = {}      # record keys -> (picker, unique keys)
-        self._templates = {}    # shape -> Template
+        #: record keys -> (picker, unique keys, {shape: Template}): the
+        #: shapes of records with those keys in that order
+        self._pickers = {}
 
     def _picker(self, keys):
         shaped = [k for k in keys if k not in self._unique
@@ -226,7 +251,7 @@ class Shapes(object):
         unique = tuple(k for k in keys if k in self._unique)
         pick = (operator.itemgetter(*shaped) if len(shaped) > 1 else
                 lambda record: tuple(record[k] for k in shaped))
-        found = self._pickers[keys] = (pick, unique)
+        found = self._pickers[keys] = (pick, unique, {})
         return found
 
     def __call__(self, record, ready=None):
@@ -234,30 +259,30 @@ class Shapes(object):
         (a ``unique`` key in it is not read from the record)."""
         keys = tuple(record)
         try:
-            pick, unique = self._pickers[keys]
+            pick, unique, templates = self._pickers[keys]
         except KeyError:
-            pick, unique = self._picker(keys)
+            pick, unique, templates = self._picker(keys)
         values = pick(record)
-        nested = record.get(self._nested) or {}
+        nested = record.get(self._nested) or _NOTHING
         shape = None
         try:
-            shape = (keys, values, tuple(nested.items()),
-                     tuple(map(type, values)),
+            items = tuple(nested.items())
+            shape = (values, items, tuple(map(type, values)),
                      tuple(map(type, nested.values())))
-            template = self._templates[shape]
+            template = templates[shape]
         except (KeyError, TypeError, AttributeError):
-            template = self._template(record, unique, shape)
+            template = self._template(record, unique, shape, templates)
         return self._maker.build(template, ready, record, unique)
 
-    def _template(self, record, unique, shape):
+    def _template(self, record, unique, shape, templates):
         values = self._to_values(record)
         for key in unique:
             values.pop(key, None)
         template = self._maker.template(values)
         try:
             if shape is not None and _SHAPE_TYPES.issuperset(
-                    shape[3] + shape[4]):
-                self._templates[shape] = template
+                    shape[2] + shape[3]):
+                templates[shape] = template
         except TypeError:           # an unhashable value
             pass
         return template

@@ -69,15 +69,20 @@ class Keys(object):
 
     def __call__(self, vendor_id, product_id, dev_type, mdev_type,
                  numa_node, tags):
-        raw = (vendor_id, product_id, dev_type, mdev_type, numa_node,
-               tuple(tags.items()))
+        return self.pooled(
+            (vendor_id, product_id, dev_type, mdev_type, numa_node), tags)
+
+    def pooled(self, values, tags):
+        """The same key from ``values``: (vendor_id, product_id, dev_type,
+        mdev_type, numa_node), a tuple."""
+        raw = values + (tuple(tags.items()),)
         try:
             return self._memo[raw]
         except KeyError:
-            key = self._memo[raw] = PoolKey.of(*raw[:5], tags)
+            key = self._memo[raw] = PoolKey.of(*values, tags)
             return key
         except TypeError:       # an unhashable tag value
-            return PoolKey.of(*raw[:5], tags)
+            return PoolKey.of(*values, tags)
 
 
 def _norm(key, value):
@@ -105,11 +110,11 @@ class Pool(object):
         self.attrs.update(vendor_id=key.vendor_id, product_id=key.product_id,
                           dev_type=key.dev_type, mdev_type=key.mdev_type,
                           numa_node=key.numa_node)
-        self.existing = collections.OrderedDict()
-        self.other = collections.OrderedDict()
+        self.existing = {}
+        self.other = {}
         self.busy = set()
         self.spare = 0
-        self.creatable = collections.OrderedDict()
+        self.creatable = {}
         self.creatable_total = 0
         #: place -> (key, place): where a device of this pool sits, one
         #: tuple per place shared by all its devices.

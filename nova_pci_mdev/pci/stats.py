@@ -34,6 +34,7 @@ still to create, otherwise devices go in the order they were added.
 """
 
 import collections
+import operator
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.objects import extra_info
@@ -48,6 +49,11 @@ DevType = fields.PciDeviceType
 Status = fields.PciDeviceStatus
 Policy = fields.PCINUMAAffinityPolicy
 _NO_EXTRA = {}     # never written: a device without extra_info
+#: What add_device reads of a device (one C call each): its status and
+#: address; the fields of its pool key but the tags.
+_HEAD = operator.attrgetter('status', 'address')
+_KEY_FIELDS = operator.attrgetter('vendor_id', 'product_id', 'dev_type',
+                                  'mdev_type', 'numa_node')
 
 
 class PciDeviceStats(planner.Planner):
@@ -104,7 +110,7 @@ class PciDeviceStats(planner.Planner):
         removed/deleted or non-whitelisted device, or one that can never be
         handed out whole, is forgotten.
         """
-        status, address = dev.status, dev.address
+        status, address = _HEAD(dev)
         tags = None if status in Status.GONE else self._tags_of(dev)
         if tags is None:
             self.remove_device(dev)
@@ -113,8 +119,7 @@ class PciDeviceStats(planner.Planner):
         if extra.get(extra_info.WHOLE) == extra_info.FALSE:
             self._unpool(address)     # its slots to create stay
             return
-        key = self._key(dev.vendor_id, dev.product_id, dev.dev_type,
-                        dev.mdev_type, dev.numa_node, tags)
+        key = self._key.pooled(_KEY_FIELDS(dev), tags)
         if status != Status.AVAILABLE:
             place = pools.BUSY
         elif extra.get(extra_info.MDEV_EXISTS) == extra_info.TRUE:
@@ -128,7 +133,7 @@ class PciDeviceStats(planner.Planner):
                     getattr(self._pools[key], place).get(address) is dev):
                 return
             self._detach(address, old)
-        pool = self._pool(key)
+        pool = self._pools.get(key) or self._pool(key)
         if place == pools.BUSY:
             pool.busy.add(address)
         else:
