@@ -43,23 +43,63 @@ class NovaPciMdevObjectRegistry(ovo_base.VersionedObjectRegistry):
 
 def _fast_getters(cls):
     """Read fields at C speed: each field property of ``cls`` gets
-    ``operator.attrgetter`` of its stored value as getter (the setter,
-    which coerces and records the change, and the deleter stay
-    oslo.versionedobjects'). A field that holds no value makes the getter
-    raise AttributeError, so Python calls
-    :meth:`NovaPciMdevObject.__getattr__`, which lazy-loads it as
-    oslo's getter would (``obj_load_attr``). Field reads are the inner
-    loop of the tracker, the pools and the views: oslo's getter costs
-    three Python calls each. Idempotent.
+    ``operator.attrgetter`` of its stored value as getter, the setter of
+    :func:`_plain_setter` and a deleter that reads no attribute. A field
+    that holds no value finds the class's :class:`_Unset` under its
+    storage name instead, which lazy-loads it as oslo's getter would
+    (``obj_load_attr``). No ``__getattr__`` is involved: with one, every
+    attribute read of the object (fields, links, methods) would take
+    Python's slow path. Field reads are the inner loop of the tracker,
+    the pools and the views: oslo's getter costs three Python calls each.
+    Idempotent.
     """
     for name, field in cls.fields.items():
         prop = cls.__dict__.get(name)
         if isinstance(prop, property) and not isinstance(
                 prop.fget, operator.attrgetter):
+            attr = _storage_name(name)
+            setattr(cls, attr, _Unset(name))
             setattr(cls, name, property(
-                operator.attrgetter(_storage_name(name)),
-                _plain_setter(name, field, prop.fset), prop.fdel,
+                operator.attrgetter(attr),
+                _plain_setter(name, field, prop.fset), _deleter(name),
                 prop.__doc__))
+
+
+class _Unset(object):
+    """What a field's storage name finds on an object that holds no value
+    for it: a class attribute and a non-data descriptor, so a stored
+    value (an instance attribute of the same name) always hides it. Reading
+    it lazy-loads the field (``obj_load_attr``) and returns the loaded
+    value, or raises AttributeError when nothing was loaded: the
+    behaviour of oslo's getter."""
+
+    __slots__ = ('name', 'attr')
+
+    def __init__(self, name):
+        self.name = name
+        self.attr = _storage_name(name)
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        obj.obj_load_attr(self.name)
+        try:
+            return obj.__dict__[self.attr]
+        except KeyError:
+            raise AttributeError('%r object has no attribute %r'
+                                 % (type(obj).__name__, self.name))
+
+
+def _deleter(name):
+    """oslo's deleter of field ``name``, reading the object's own dict
+    (``hasattr`` of the storage name would lazy-load the field)."""
+    attr = _storage_name(name)
+
+    def deleter(self):
+        if attr not in self.__dict__:
+            raise AttributeError("No such attribute `%s'" % name)
+        del self.__dict__[attr]
+    return deleter
 
 
 def _plain_setter(name, field, oslo_setter):
@@ -137,19 +177,10 @@ class NovaPciMdevObject(ovo_base.VersionedObject):
     OBJ_SERIAL_NAMESPACE = 'nova_object'
     OBJ_PROJECT_NAMESPACE = NAMESPACE
 
-    def __getattr__(self, name):
-        # Only reached when normal lookup failed: for a field, its fast
-        # getter found no stored value (see _fast_getters).
-        if name in type(self).fields:
-            self.obj_load_attr(name)
-            return getattr(self, _storage_name(name))
-        raise AttributeError('%r object has no attribute %r'
-                             % (type(self).__name__, name))
-
     def stored(self, name, default=None):
         """The value field ``name`` holds, or ``default`` when it holds
         none (nothing is lazy-loaded; not a field: ``default``)."""
-        return getattr(self, _storage_name(name), default)
+        return self.__dict__.get('_obj_' + name, default)
 
     def stored_values(self, names):
         """``tuple(self.stored(n) for n in names)``, in one C call when
@@ -157,11 +188,11 @@ class NovaPciMdevObject(ovo_base.VersionedObject):
         try:
             getter = _GETTERS[names]
         except KeyError:
-            getter = _GETTERS[names] = operator.attrgetter(
+            getter = _GETTERS[names] = operator.itemgetter(
                 *(_storage_name(n) for n in names))
         try:
-            values = getter(self)
-        except AttributeError:
+            values = getter(self.__dict__)
+        except KeyError:
             return tuple(self.stored(n) for n in names)
         return values if len(names) > 1 else (values,)
 
@@ -193,7 +224,7 @@ class NovaPciMdevObject(ovo_base.VersionedObject):
                 attrname not in self.obj_extra_fields):
             raise AttributeError('%s object has no attribute %r'
                                  % (self.obj_name(), attrname))
-        return hasattr(self, _storage_name(attrname))
+        return _storage_name(attrname) in self.__dict__
 
     @classmethod
     def obj_from_primitive(cls, primitive, context=None):

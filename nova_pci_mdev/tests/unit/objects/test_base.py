@@ -151,6 +151,35 @@ class FastGetterTest(testtools.TestCase):
         self.assertEqual({}, dev.extra_info)      # its default
         self.assertRaises(NotImplementedError, getattr, dev, 'status')
 
+    def test_no_getattr_hook(self):
+        # A __getattr__ anywhere in the MRO sends every attribute read of
+        # a device (links, methods, fields) down Python's slow path.
+        for cls in (objects.PciDevice, objects.PciDeviceList,
+                    objects.InstancePCIRequest):
+            self.assertEqual([], [k for k in cls.__mro__
+                                  if '__getattr__' in vars(k)], cls)
+
+    def test_reading_storage_never_loads(self):
+        dev = objects.PciDevice(address='0000:84:00.0')
+        self.assertIsNone(dev.stored('parent_addr'))
+        self.assertEqual((None, '0000:84:00.0'),
+                         dev.stored_values(('parent_addr', 'address')))
+        self.assertFalse(dev.obj_attr_is_set('parent_addr'))
+        self.assertNotIn('parent_addr', dev)
+        self.assertEqual({'address'}, dev.obj_what_changed())
+
+    def test_delete_as_oslo(self):
+        dev = objects.PciDevice(address='0000:84:00.0', label='x')
+        del dev.label
+        self.assertNotIn('label', dev)
+        self.assertIsNone(dev.stored('label'))
+        for name in ('label', 'parent_addr', 'status'):
+            # Unset: oslo's error, and nothing lazy-loaded on the way.
+            error = self.assertRaises(AttributeError, delattr, dev, name)
+            self.assertEqual("No such attribute `%s'" % name, str(error))
+            self.assertNotIn(name, dev)
+        self.assertIsNone(dev.label)             # loaded when read
+
     def test_unknown_names(self):
         dev = objects.PciDevice()
         self.assertRaises(AttributeError, getattr, dev, 'no_such_thing')
