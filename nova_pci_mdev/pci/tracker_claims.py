@@ -19,6 +19,7 @@ from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.pci import device_table
 
 Status = fields.PciDeviceStatus
+_MDEV_PF = fields.PciDeviceType.MDEV_PF
 
 
 class ClaimsMixin(object):
@@ -52,11 +53,14 @@ class ClaimsMixin(object):
                                             for request, dev in picks])
         except Exception:
             self._unmake()
-            raise
-        finally:
             # take_requests took these (and their relatives) out of the
-            # pools; put each where its status says (back, on failure).
+            # pools: each goes back where its status says.
             for dev in family:
+                self._refresh(dev)
+            raise
+        stale = _stale_after_claim(devs, self._made)
+        for dev in family:
+            if id(dev) in stale:
                 self._refresh(dev)
         changed = self._changed         # what _touch fills
         for dev in family:
@@ -201,7 +205,7 @@ class ClaimsMixin(object):
             self._index_discard(instance_uuid, dev.address)
             return []
         # The checks of dev.free() hold: in use, by instance_uuid.
-        _freed, below, above = dev._free()
+        freed, below, above = dev._free()
         self._index_discard(instance_uuid, dev.address)
         family = _family(dev, above, below)
         changed = self._changed         # what _touch fills
@@ -209,9 +213,14 @@ class ClaimsMixin(object):
             changed[relative.address] = relative
         if device_table.is_missing(dev):
             self._forget(dev, unlink=True)
+        # Only what became available moves in the pools; an ancestor
+        # still blocked by another claim stays busy where it is, and its
+        # count of slots to create is unchanged (it is not itself in use).
+        moved = {id(d) for d in freed}
         devs = self._devs
         for relative in family:
-            if devs.get(relative.address) is relative:
+            if id(relative) in moved and devs.get(relative.address) is (
+                    relative):
                 self._refresh(relative)
         return [dev]
 
@@ -223,3 +232,28 @@ def _family(dev, above, below):
     for relative in above + below:
         out[relative.address] = relative
     return list(out.values())
+
+
+def _stale_after_claim(devs, made):
+    """Ids of the devices of a successful claim of ``devs`` whose place in
+    the pools is not already right; the tracker refreshes only these.
+
+    The plan blocked every other device of the family: the commit made it
+    busy in its pool, and the claim left it in use or unclaimable, so
+    ``add_device`` would keep it where it is (its key fields did not
+    change). Its count of slots to create (``set_creatable``) changes only
+    if it is an mdev parent that is now claimed itself or below a claimed
+    device, or a parent that made slots (``made``: ``(parent, new slots)``
+    of this claim); the new slots are in no pool yet. The property tests
+    compare the pools with pools rebuilt from scratch after every step.
+    """
+    stale = set()
+    for parent, new in made:
+        stale.add(id(parent))
+        stale.update(id(slot) for slot in new)
+    for dev in devs:
+        below = dev._descendants() if dev.child_devices else []
+        for each in [dev] + below:
+            if each.dev_type == _MDEV_PF:
+                stale.add(id(each))
+    return stale

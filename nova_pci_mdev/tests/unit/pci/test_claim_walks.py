@@ -13,16 +13,24 @@ create slots (``test_capacity``).
   times, whatever the host's size (call counts, not time).
 * A free still records ``status`` as changed on a parent whose status
   stays the same (the changed fields are unchanged by the rework).
+* Claims and frees refresh only the devices whose place in the pools
+  changes (``tracker_claims._stale_after_claim``, the devices a free made
+  available): the pools equal pools rebuilt from scratch from the same
+  devices (``tests/fixtures/pools_rebuilt.py``; the property machines
+  of ``test_tracker_properties`` and ``test_three_levels`` check it after
+  every step).
 """
 
 import sys
 
 import testtools
 
+from nova_pci_mdev import exception
 from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev.pci import tracker_claims
 from nova_pci_mdev.tests.fixtures import opcount
+from nova_pci_mdev.tests.fixtures import pools_rebuilt
 from nova_pci_mdev.tests.unit.pci import test_capacity as capacity_world
 from nova_pci_mdev.tests.unit.pci import test_manager as world
 from nova_pci_mdev.tests.unit.pci import test_three_levels as three
@@ -151,3 +159,49 @@ class ChangedFieldsTest(testtools.TestCase):
         self.assertEqual({'status'}, gpu.obj_what_changed())
         changed, _deleted = tracker.pop_changes()
         self.assertIn(gpu, changed)
+
+
+class PoolsAsRebuiltTest(testtools.TestCase):
+
+    def assert_as_rebuilt(self, tracker):
+        self.assertEqual(pools_rebuilt.rebuilt_places(tracker),
+                         pools_rebuilt.places(tracker.stats))
+
+    def test_claims_and_frees_of_slots_and_parents(self):
+        tracker = slot_host(3)
+        whole = [world.request(1, dev_type=T.MDEV_PF, vendor_id='10de')]
+        steps = [('claim', 'a', capacity_world.vgpus(1)),
+                 ('claim', 'c', whole),
+                 ('claim', 'b', capacity_world.vgpus(3)),   # makes slots
+                 ('claim', 'x', whole),                      # none left
+                 ('free', 'a'), ('claim', 'd', capacity_world.vgpus(2)),
+                 ('free', 'c'), ('claim', 'e', capacity_world.vgpus(6)),
+                 ('free', 'b'), ('free', 'd'), ('free', 'e'),
+                 ('claim', 'f', whole), ('free', 'f')]
+        failed = []
+        for step in steps:
+            inst = 'aaaaaaaa-0000-4000-8000-00000000000' + step[1]
+            if step[0] == 'claim':
+                try:
+                    tracker.claim_instance(inst, step[2])
+                except exception.PciDeviceRequestFailed:
+                    failed.append(step[1])
+            else:
+                self.assertTrue(tracker.free_instance(inst))
+            self.assert_as_rebuilt(tracker)
+        self.assertEqual(['x'], failed)
+        self.assertEqual({S.AVAILABLE},
+                         {d.status for d in tracker.devices.values()})
+
+    def test_three_levels(self):
+        tracker = three.new_tracker()
+        tracker.sync(three.host_records())
+        for spec in (dict(dev_type=T.SRIOV_PF), dict(dev_type=T.MDEV_PF),
+                     dict(dev_type=T.MDEV_VF)):
+            inst = world.INST_A
+            tracker.claim_instance(inst, [world.request(1, **spec)])
+            self.assert_as_rebuilt(tracker)
+            tracker.allocate_instance(inst)
+            self.assert_as_rebuilt(tracker)
+            tracker.free_instance(inst)
+            self.assert_as_rebuilt(tracker)

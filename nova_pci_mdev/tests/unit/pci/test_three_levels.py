@@ -35,6 +35,7 @@ from nova_pci_mdev import exception
 from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev import store as store_lib
+from nova_pci_mdev.tests.fixtures import pools_rebuilt
 from nova_pci_mdev.tests.unit.pci import test_manager as world
 from nova_pci_mdev.virt.libvirt import records as records_mod
 
@@ -235,6 +236,12 @@ class ThreeLevelMachine(stateful.RuleBasedStateMachine):
                 assert relative.status not in BUSY, (
                     '%s and its relative %s are both in use'
                     % (dev.address, relative.address))
+
+    @stateful.invariant()
+    def pools_as_rebuilt(self):
+        # Claims and frees refresh only what moved (test_claim_walks).
+        assert (pools_rebuilt.rebuilt_places(self.tracker) ==
+                pools_rebuilt.places(self.tracker.stats))
 
     @stateful.invariant()
     def pools_count_what_can_be_claimed(self):

@@ -31,6 +31,7 @@ from nova_pci_mdev import exception
 from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev import store as store_lib
+from nova_pci_mdev.tests.fixtures import pools_rebuilt
 from nova_pci_mdev.tests.unit.pci import test_manager as world
 
 S = world.S
@@ -228,6 +229,12 @@ class TrackerMachine(stateful.RuleBasedStateMachine):
             if dev.status not in BUSY:
                 assert dev.status == expected_status(dev), (
                     address, dev.status, expected_status(dev))
+
+    @stateful.invariant()
+    def pools_as_rebuilt(self):
+        # Claims and frees refresh only what moved (test_claim_walks).
+        assert (pools_rebuilt.rebuilt_places(self.tracker) ==
+                pools_rebuilt.places(self.tracker.stats))
 
     @stateful.invariant()
     def pools_equal_available_devices(self):
