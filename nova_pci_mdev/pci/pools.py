@@ -12,7 +12,6 @@ only for specs asking for it. A :class:`Plan` records what one call would
 take without touching any pool. Pure, no I/O.
 """
 
-import collections
 import itertools
 import operator
 import typing
