@@ -141,12 +141,6 @@ def _plain_setter(name, field, oslo_setter):
     return setter
 
 
-def _any_str(field):
-    """True for a string field (not an enum): its ``coerce`` returns any
-    exact ``str`` unchanged."""
-    return type(getattr(field, '_type', None)) is ovo_fields.String
-
-
 def _plain(field):
     """For a string or enum field: ``is_plain(value)``, true for a value
     the field's ``coerce`` returns unchanged (an exact ``str``, for an

@@ -98,7 +98,8 @@ class Maker(object):
         #: coerced strings, its base._plain test or None, whether every
         #: exact str is plain)
         self._fields = {name: (_storage_name(name), field.coerce, {},
-                               base._plain(field), base._any_str(field))
+                               base._plain(field),
+                               base._plain_kind(field) == (None,))
                         for name, field in cls.fields.items()}
         blank = vars(cls())
         self._blank = {k: v for k, v in blank.items()
