@@ -17,6 +17,7 @@ Status = fields.PciDeviceStatus
 
 #: A parent in one of these may have a child used.
 _PARENT_OK = (Status.AVAILABLE, Status.UNCLAIMABLE, Status.UNAVAILABLE)
+_GONE = frozenset(Status.GONE)
 
 
 class StateMachine(object):
@@ -176,12 +177,23 @@ class StateMachine(object):
 
 
 def _held_below(parent):
-    """The status a free ``parent`` gets from its descendants in use."""
+    """The status a free ``parent`` gets from its descendants in use: the
+    answer of ``{d.status for d in parent._descendants()}``, read in one
+    pass (each status once; a device met twice, or the parent itself
+    through a cycle of links, is free and changes nothing)."""
     held = Status.AVAILABLE
-    for dev in parent._descendants():
-        status = dev.status
-        if status == Status.ALLOCATED:
-            return Status.UNAVAILABLE
-        if status == Status.CLAIMED:
-            held = Status.UNCLAIMABLE
+    todo = [parent]
+    seen = {id(parent)}
+    while todo:
+        for dev in todo.pop().child_devices:
+            status = dev.status
+            if status in _GONE:
+                continue
+            if status == Status.ALLOCATED:
+                return Status.UNAVAILABLE
+            if status == Status.CLAIMED:
+                held = Status.UNCLAIMABLE
+            if dev.child_devices and id(dev) not in seen:
+                seen.add(id(dev))
+                todo.append(dev)
     return held
