@@ -152,9 +152,10 @@ of {base_nodes} node devices (one group: the same configuration, process and
 code path as the big hosts, with next to nothing to do), its CPU is
 subtracted from the CPU at N in the same round (a pair sees the same load),
 and the exponent is taken between the medians of those differences at
-1,000 and 10,000. The base and the generated hosts run every command
-{small_repeats} times a round (the median of the {small_repeats} stands for
-the round; the sample host once), since the differences are small: at
+1,000 and 10,000. The generated hosts run every command {repeats} times a
+round, the base and the 1,000-device host {small_repeats} times (the median
+of those stands for the round; the sample host once), since the
+differences are small: at
 1,000 devices a few tens of ms out of half a second of start-up, the size
 of the CPU noise of one process on a shared machine. Counted in CPU instructions instead
 (valgrind's callgrind on the same generated hosts, 2026-12-01, a count that
@@ -202,7 +203,8 @@ def render(results, rows, missed):
             cli_sizes=', '.join(report.fmt_n(n) for n in sorted(
                 report.Cli(results).sizes)) or 'N',
             cli_runs=len(report.Cli(results).samples('sample', 'devices')),
-            base_nodes=cli.BASE_NODES, small_repeats=cli.REPEATS,
+            base_nodes=cli.BASE_NODES, repeats=cli.REPEATS,
+            small_repeats=cli.SMALL_REPEATS,
             ovo=cli.OVO_IMPORT)]
     return '\n'.join(text) + '\n' + '\n'.join(
         _summary(results, rows, missed)) + '\n'

@@ -194,8 +194,14 @@ def run_cli(workdir, sizes, runs, startup_runs):
     for n in sizes:
         hosts[n] = cli.generated_host(workdir, n)
     # The start-up base and the generated hosts (whose differences make
-    # the growth exponents) run every command three times a round.
+    # the growth exponents) run every command several times a round; the
+    # base and the low end of the growth span, whose difference is small,
+    # more often.
     repeats = {key: cli.REPEATS for key in hosts if key != 'sample'}
+    low = report.growth_span(sizes)[0]
+    for key in ('base', low):
+        if key in repeats:
+            repeats[key] = cli.SMALL_REPEATS
     return {'hosts': cli.run_hosts(hosts, runs, log, repeats),
             'startup': cli.run_startup(workdir, startup_runs)}
 
