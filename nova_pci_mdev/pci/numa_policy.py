@@ -31,17 +31,29 @@ class InstanceCells(object):
     """The instance's cells as the policies see them."""
 
     def __init__(self, topology, numa_cells):
-        self.cell_ids = (frozenset(_cell_id(c) for c in numa_cells)
-                         if numa_cells else None)
-        self.sockets = None
-        self.socket_nodes = None
+        # Plain loops: built for every plan (a claim, a query).
+        self.cell_ids = self.sockets = self.socket_nodes = None
+        if not numa_cells:
+            return
+        ids = set()
+        for cell in numa_cells:
+            ids.add(_cell_id(cell))
+        self.cell_ids = frozenset(ids)
         cells = topology.cells if topology is not None else ()
-        if (self.cell_ids is not None and cells and
-                all(c.socket is not None for c in cells)):
-            self.sockets = frozenset(c.socket for c in cells
-                                     if c.id in self.cell_ids)
-            self.socket_nodes = frozenset(c.id for c in cells
-                                          if c.socket in self.sockets)
+        if not cells:
+            return
+        sockets = set()
+        for cell in cells:
+            if cell.socket is None:
+                return              # no socket ids: no socket policy
+            if cell.id in ids:
+                sockets.add(cell.socket)
+        nodes = set()
+        for cell in cells:
+            if cell.socket in sockets:
+                nodes.add(cell.id)
+        self.sockets = frozenset(sockets)
+        self.socket_nodes = frozenset(nodes)
 
     def rank(self, numa_node, policy):
         """0 affine, 1 acceptable, 2 last resort, None not allowed."""

@@ -227,10 +227,11 @@ class Ordered(object):
         ranked = []
         removed = plan.removed
         for pool in self.serving(request):
-            free = pool.count - removed.get(pool.key, 0)
-            if free > 0:
-                rank = numa.rank(pool.key.numa_node, policy)
-                if rank is not None:
+            key = pool.key
+            rank = numa.rank(key.numa_node, policy)
+            if rank is not None:
+                free = pool.count - removed.get(key, 0)
+                if free > 0:
                     ranked.append((rank, pool, free))
         if len(ranked) > 1:
             ranked.sort(key=_first)     # stable: sort order within a rank
