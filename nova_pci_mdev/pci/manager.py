@@ -98,6 +98,7 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
         self._pure = getattr(whitelist, 'pure', False) is True
         self._slot_factory = slot_factory
         self._made = []            # (parent, new slots) of the claim
+        self._make_slot = None     # PciDevice.maker(), made at first use
         self._slot_tags = {}       # parent address -> (fields, tags)
         self.stats = pci_stats.PciDeviceStats(
             numa_topology, tags_of=self._tags_of,
@@ -320,46 +321,6 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
         if key is not None:
             self._slot_tags[parent.address] = (key, tags)
         return tags
-
-    # -- slots still to create ---------------------------------------------
-
-    def _materialise(self, parent, count):
-        """``count`` new, available slot devices of ``parent``, tracked
-        and linked; the parent's count drops by as many. Undone by
-        :meth:`_unmake` when the claim fails."""
-        if self._slot_factory is None or count > capacity.creatable(parent):
-            raise exception.PciDeviceRequestFailed(
-                reason='parent %s cannot create %d more %s slot(s)'
-                % (parent.address, count, parent.mdev_type))
-        new = []
-        for record in self._slot_factory.records(parent, self._devs, count):
-            dev = pci_device.PciDevice.create(record)
-            spec = self._whitelist.match(record)
-            self._devs[dev.address] = dev
-            self._tags[dev.address] = dict(spec.tags or {}) if spec else {}
-            dev.parent_device = parent
-            dev.child_devices = []
-            parent.child_devices.append(dev)
-            self._touch(dev)
-            new.append(dev)
-        parent.extra_info = capacity.with_creatable(
-            parent.extra_info, capacity.creatable(parent) - len(new))
-        self._touch(parent)
-        self._made.append((parent, new))
-        return new
-
-    def _unmake(self):
-        """Forget the slots :meth:`_materialise` made for a failed claim
-        and give their parents the count back."""
-        made, self._made = self._made, []
-        for parent, new in reversed(made):
-            for dev in new:
-                self._forget(dev, unlink=True)
-                self._changed.pop(dev.address, None)
-                self._deleted.discard(dev.address)
-            parent.extra_info = capacity.with_creatable(
-                parent.extra_info, capacity.creatable(parent) + len(new))
-            self._refresh(parent)
 
     def _forget(self, dev, unlink):
         """Remove a free device from the tracker (and later the store).

@@ -6,14 +6,16 @@ reverse when one fails, slots made for the claim are forgotten again
 where its status says (``_refresh``). The ``request_id`` of a device is set
 here, in :meth:`ClaimsMixin._claim_all`, and nowhere else. Frees give the
 relatives back to the pools and delete a freed device that left the host.
-The tracker provides the state (:class:`.device_table.DeviceTable`), the
-pools (``stats``) and ``_refresh`` / ``_materialise`` / ``_unmake`` /
-``_forget``.
+Slots still to create are made here too (``_materialise``, undone by
+``_unmake``). The tracker provides the state
+(:class:`.device_table.DeviceTable`), the pools (``stats``), the slot
+factory and whitelist, and ``_refresh`` / ``_forget``.
 """
 
 from nova_pci_mdev import exception
 from nova_pci_mdev import names
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.objects import pci_device
 from nova_pci_mdev.pci import allocation
 from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.pci import device_table
@@ -172,6 +174,61 @@ class ClaimsMixin(object):
             self._index_add(new_owner, dev.address)
             self._touch(dev)
         return moved
+
+    # -- slots still to create ---------------------------------------------
+
+    def _materialise(self, parent, count):
+        """``count`` new, available slot devices of ``parent``, tracked
+        and linked; the parent's count drops by as many. Undone by
+        :meth:`_unmake` when the claim fails."""
+        if self._slot_factory is None or count > capacity.creatable(parent):
+            raise exception.PciDeviceRequestFailed(
+                reason='parent %s cannot create %d more %s slot(s)'
+                % (parent.address, count, parent.mdev_type))
+        new = []
+        make = self._slot_maker()
+        for record in self._slot_factory.records(parent, self._devs, count):
+            dev = make(record)
+            spec = self._whitelist.match(record)
+            self._devs[dev.address] = dev
+            self._tags[dev.address] = dict(spec.tags or {}) if spec else {}
+            dev.parent_device = parent
+            dev.child_devices = []
+            parent.child_devices.append(dev)
+            self._touch(dev)
+            new.append(dev)
+        parent.extra_info = capacity.with_creatable(
+            parent.extra_info, capacity.creatable(parent) - len(new))
+        self._touch(parent)
+        self._made.append((parent, new))
+        return new
+
+    def _slot_maker(self):
+        """``PciDevice.create`` for new slots, kept for the tracker's life.
+
+        It cannot go stale: the maker remembers one validated template per
+        record *shape*, and a shape is the record's whole content but its
+        address, ``dev_id`` and ``parent_addr`` (:class:`.bulk.Shapes`),
+        so a template only ever serves records equal to the one it was
+        made from in everything else. There is one shape per kind of
+        parent (ids, type, NUMA node), not per slot.
+        """
+        if self._make_slot is None:
+            self._make_slot = pci_device.PciDevice.maker()
+        return self._make_slot
+
+    def _unmake(self):
+        """Forget the slots :meth:`_materialise` made for a failed claim
+        and give their parents the count back."""
+        made, self._made = self._made, []
+        for parent, new in reversed(made):
+            for dev in new:
+                self._forget(dev, unlink=True)
+                self._changed.pop(dev.address, None)
+                self._deleted.discard(dev.address)
+            parent.extra_info = capacity.with_creatable(
+                parent.extra_info, capacity.creatable(parent) + len(new))
+            self._refresh(parent)
 
     # -- frees -------------------------------------------------------------
 

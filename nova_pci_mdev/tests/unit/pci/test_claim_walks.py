@@ -234,3 +234,35 @@ class PoolsAsRebuiltTest(testtools.TestCase):
             self.assert_as_rebuilt(tracker)
             tracker.free_instance(inst)
             self.assert_as_rebuilt(tracker)
+
+
+class SlotMakerTest(testtools.TestCase):
+    """The tracker keeps one PciDevice maker for the slots it makes: each
+    slot still carries its own parent's values, whatever was made before
+    (its templates are per record shape, never per tracker)."""
+
+    def test_slots_of_different_parents(self):
+        tracker = slot_host(2)
+        other = dict(vendor_id='1234', product_id='5678', numa_node=0)
+        records = []
+        for index, ids in enumerate((capacity_world.GPU_IDS, other) * 2):
+            gpu = '0000:%02x:01.0' % (index + 1)
+            records.append(world.record(gpu, T.MDEV_PF,
+                                        mdev_type='nvidia-35', creatable='2',
+                                        **ids))
+        tracker.sync(records)
+        made = []
+        for n in range(8):
+            inst = 'aaaaaaaa-0000-4000-8000-%012d' % n
+            made += tracker.claim_instance(inst, capacity_world.vgpus(1))
+        self.assertEqual(8, len({d.address for d in made}))
+        for slot in made:
+            parent = slot.parent_device
+            self.assertEqual(
+                (parent.address, parent.vendor_id, parent.product_id,
+                 parent.numa_node, 'false', S.CLAIMED),
+                (slot.parent_addr, slot.vendor_id, slot.product_id,
+                 slot.numa_node, slot.extra_info['mdev_exists'],
+                 slot.status))
+        self.assertEqual({'10de', '1234'}, {d.vendor_id for d in made})
+        self.assertIsNotNone(tracker._make_slot)     # one, kept
