@@ -38,9 +38,9 @@ random sequences of operations):
   are not offered.
 
 The state and its bookkeeping (links, owners, change log) are
-:class:`.device_table.DeviceTable`; claims and frees are
-:class:`.tracker_claims.ClaimsMixin`; this module syncs from the host,
-keeps the pools and makes slots still to create.
+:class:`.device_table.DeviceTable`; claims and frees, and the slots still
+to create that claims make, are :class:`.tracker_claims.ClaimsMixin`; this
+module syncs from the host and keeps the pools.
 
 Cost: every operation is linear in the devices it reads (a sync in the
 number of devices and records, a claim or free in the devices of the
