@@ -20,6 +20,12 @@ PCI_ADDRESS_RE = re.compile(
 UUID_RE = re.compile(
     r'^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-'
     r'[0-9a-fA-F]{12}$')
+#: Either of the two above, in one match (the tracker normalises the
+#: address of every record of a sync).
+_PCI_OR_UUID_RE = re.compile(
+    r'[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[01][0-9a-fA-F]\.[0-7]|'
+    r'[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-'
+    r'[0-9a-fA-F]{12}')
 #: Virtual mdev parents (``mtty``, ``mdpy``) are named like kernel devices:
 #: a letter first, so that a mistyped PCI address or UUID is never taken
 #: for a name.
@@ -55,7 +61,7 @@ def normalize_address(value):
     """
     if not isinstance(value, str):
         raise exception.InvalidPciAddress(value=value, rule=ADDRESS_RULE)
-    if PCI_ADDRESS_RE.fullmatch(value) or UUID_RE.fullmatch(value):
+    if _PCI_OR_UUID_RE.fullmatch(value):
         return value.lower()
     if (len(value) <= MAX_ADDRESS_LEN and PARENT_NAME_RE.fullmatch(value)
             and not UUID_PREFIX_RE.match(value)):

@@ -19,6 +19,7 @@ import typing
 from nova_pci_mdev.objects import base
 
 _storage_name = base._storage_name
+_SHARED_CHANGES = base.SHARED_CHANGES
 _IMMUTABLE = (str, int, float, bool)
 #: Types a record value of a remembered shape may have.
 _SHAPE_TYPES = frozenset(_IMMUTABLE + (type(None),))
@@ -112,7 +113,6 @@ class Maker(object):
                 kind in (set, list, dict) and not blank[k]
                 for k, kind in self._fresh):
             self._new = cls.__new__
-        self._plans = {}        # names -> their per-object plan
 
     def template(self, values):
         """``values`` (field name -> value) coerced once, for
@@ -132,16 +132,21 @@ class Maker(object):
                 dicts.append((attr, {k: v for k, v in coerced.items()}))
             else:
                 again[name] = value
-        return Template(stored, tuple(dicts), again, frozenset(values))
+        return Template(stored, tuple(dicts), again, frozenset(values), {})
 
-    def plan(self, names):
-        """What :meth:`build` does for each of ``names`` (a tuple): its
-        name, storage name, coerce, memo, plain test and whether any exact
-        str is plain. Remembered per tuple of names."""
-        found = self._plans.get(names)
-        if found is None:
-            found = self._plans[names] = tuple(
-                (name,) + self._fields[name] for name in names)
+    def plan(self, template, names, ready):
+        """What :meth:`build` does with ``template`` for ``names`` (a
+        tuple) and the keys of ``ready`` (a tuple): the frozenset of every
+        field it sets, the steps of the names not in ``ready`` (name,
+        storage name, coerce, memo, plain test, whether any exact str is
+        plain) and the storage names of ``ready``. Remembered per
+        template."""
+        fields = self._fields
+        found = template.plans[names, ready] = (
+            template.names.union(names, template.again, ready),
+            tuple((name,) + fields[name] for name in names
+                  if name not in ready),
+            tuple(fields[name][0] for name in ready))
         return found
 
     def build(self, template, ready=None, source=None, names=()):
@@ -151,27 +156,29 @@ class Maker(object):
         then ``ready`` (stored as given: the caller validated them with
         the field's own rule; a name in it is not read from ``source``).
         Every field of the three is recorded as changed, as the setters
-        do."""
-        changed = set(template.names)
+        do (in the frozenset the objects of one plan share,
+        ``base.SHARED_CHANGES``, until one is touched)."""
+        ready = ready or _NOTHING
+        keys = tuple(ready)
+        try:
+            changes, steps, ready_attrs = template.plans[names, keys]
+        except KeyError:
+            changes, steps, ready_attrs = self.plan(template, names, keys)
         if self._new is None:
             obj = self.cls()
             stored = obj.__dict__
             stored.update(template.stored)
-            obj._changed_fields.update(changed)
-            changed = obj._changed_fields
+            obj._changed_fields.update(changes)
         else:
             obj = self._new(self.cls)
             stored = template.stored.copy()
             for attr, kind in self._fresh:
                 stored[attr] = kind()
-            stored['_changed_fields'] = changed
+            stored[_SHARED_CHANGES] = changes
             obj.__dict__ = stored
         for attr, value in template.dicts:
             stored[attr] = value.copy()
-        ready = ready or _NOTHING
-        for name, attr, coerce, memo, plain, any_str in self.plan(names):
-            if name in ready:
-                continue
+        for name, attr, coerce, memo, plain, any_str in steps:
             value = source[name]
             if any_str and type(value) is str:
                 stored[attr] = value
@@ -181,17 +188,12 @@ class Maker(object):
                 stored[attr] = memo[value]
             else:
                 stored[attr] = _coerce(obj, name, value, coerce, memo)
-            changed.add(name)
         if template.again:
             fields = self._fields
             for name, value in template.again.items():
                 stored[fields[name][0]] = fields[name][1](obj, name, value)
-            changed.update(template.again)
-        if ready:
-            fields = self._fields
-            for name, value in ready.items():
-                stored[fields[name][0]] = value
-            changed.update(ready)
+        for attr, value in zip(ready_attrs, ready.values()):
+            stored[attr] = value
         return obj
 
 
@@ -212,12 +214,14 @@ class Template(typing.NamedTuple):
     """Coerced values shared by the objects :meth:`Maker.build` makes:
     ``stored`` (storage name -> immutable value), ``dicts`` ((storage
     name, dict) pairs, copied per object), ``again`` (field name -> raw
-    value, coerced per object) and ``names`` (the fields it sets)."""
+    value, coerced per object), ``names`` (the fields it sets) and
+    ``plans`` (:meth:`Maker.plan`'s, remembered)."""
 
     stored: dict
     dicts: tuple
     again: dict
     names: frozenset
+    plans: dict
 
 
 class Shapes(object):
@@ -255,9 +259,11 @@ class Shapes(object):
         found = self._pickers[keys] = (pick, unique, {})
         return found
 
-    def __call__(self, record, ready=None):
+    def make(self, record, ready=None):
         """The object of ``record``; ``ready``: values stored as given
-        (a ``unique`` key in it is not read from the record)."""
+        (a ``unique`` key in it is not read from the record). A method,
+        not ``__call__``: a bound method is called on CPython's fast path,
+        an instance through its type's slot."""
         keys = tuple(record)
         try:
             pick, unique, templates = self._pickers[keys]

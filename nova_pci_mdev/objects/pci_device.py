@@ -182,12 +182,12 @@ class PciDevice(pci_states.StateMachine, base.PersistentMixin,
                              unique=('address', 'dev_id', 'parent_addr'),
                              nested='extra_info')
         next_uuid = bulk.random_uuids()
+        build = shapes.make
 
         def make(record, address=None):
-            ready = {'uuid': next_uuid()}
-            if address is not None:
-                ready['address'] = address
-            return shapes(record, ready)
+            if address is None:
+                return build(record, {'uuid': next_uuid()})
+            return build(record, {'uuid': next_uuid(), 'address': address})
         return make
 
     def update_device(self, record):

@@ -19,6 +19,8 @@ Invariants:
   problems to a caller's list and keeps the good entries.
 """
 
+import operator
+
 from nova_pci_mdev import exception
 from nova_pci_mdev.pci import devspec
 from nova_pci_mdev.pci import jsonopt
@@ -52,6 +54,9 @@ class Whitelist(object):
                 self._scan.append(spec)
         self._address_free = all(spec.address is None for spec in self.specs)
         self._decided = {}
+        # A record's ids as given (case and all) -> its answer: a sync
+        # asks about thousands of records with a few distinct ids.
+        self._by_record = {}
 
     def __repr__(self):
         return 'Whitelist(%d specs)' % len(self.specs)
@@ -122,12 +127,20 @@ class Whitelist(object):
     def match(self, dev):
         """The first spec covering ``dev`` (record dict or PciDevice)."""
         if self._address_free:
+            raw = _record_key(dev)
+            if raw is not None:
+                try:
+                    return self._by_record[raw]
+                except KeyError:
+                    pass
             key = _address_free_key(dev)
             try:
-                return self._decided[key]
+                found = self._decided[key]
             except KeyError:
                 found = self._decided[key] = self._match(dev)
-                return found
+            if raw is not None:
+                self._by_record[raw] = found
+            return found
         return self._match(dev)
 
     def _match(self, dev):
@@ -173,6 +186,27 @@ class Whitelist(object):
 
 _KEY_FIELDS = ('vendor_id', 'product_id', 'dev_type', 'mdev_type',
                'extra_info')
+
+
+_RECORD_IDS = operator.itemgetter('vendor_id', 'product_id', 'dev_type',
+                                  'mdev_type')
+
+
+def _record_key(dev):
+    """What :func:`_address_free_key` reads of a device record, as given
+    (equal keys, equal answers), when it is hashable and the record has
+    each of these keys; None otherwise."""
+    if type(dev) is not dict:
+        return None
+    try:
+        raw = _RECORD_IDS(dev)
+        extra = dev.get('extra_info')
+        raw += (dev.get('devname'),
+                extra.get('devname') if type(extra) is dict else extra)
+        hash(raw)
+    except (KeyError, TypeError):
+        return None
+    return raw
 
 
 def _address_free_key(dev):

@@ -152,6 +152,58 @@ class MakerTest(testtools.TestCase):
         self.assertEqual({'name'}, two.obj_what_changed())
 
 
+class SharedChangesTest(testtools.TestCase):
+    """Objects made from one template share the frozenset of their
+    changed fields until one of them reads or writes its own
+    ``_changed_fields``; oslo's setters and resets see a plain set."""
+
+    def setUp(self):
+        super().setUp()
+        make = objects.PciDevice.maker()
+        self.one, self.two = make(RECORDS[0]), make(RECORDS[1])
+        self.all = _oslo(RECORDS[0]).obj_what_changed()
+
+    def test_shared_until_touched(self):
+        one, two = vars(self.one), vars(self.two)
+        self.assertNotIn('_changed_fields', one)
+        self.assertIs(one[base.SHARED_CHANGES], two[base.SHARED_CHANGES])
+        self.assertEqual(self.all, self.one.obj_what_changed())
+        self.assertNotIn('_changed_fields', one)    # reading built nothing
+        self.one.obj_reset_changes()
+        self.one.status = 'claimed'
+        self.assertEqual({'status'}, self.one.obj_what_changed())
+        self.assertNotIn(base.SHARED_CHANGES, one)
+        self.assertEqual(self.all, self.two.obj_what_changed())
+
+    def test_the_set_of_its_own_starts_from_the_shared_one(self):
+        changed = self.one._changed_fields
+        self.assertIsInstance(changed, set)
+        self.assertEqual(self.all, changed)
+        self.assertNotIn(base.SHARED_CHANGES, vars(self.one))
+        changed.discard('label')
+        self.assertEqual(self.all - {'label'}, self.one.obj_what_changed())
+        self.assertEqual(self.all, self.two.obj_what_changed())
+
+    def test_resets_as_oslo(self):
+        self.one.obj_reset_changes(['label', 'status'])
+        self.assertEqual(self.all - {'label', 'status'},
+                         self.one.obj_what_changed())
+        self.two.obj_reset_changes()
+        self.assertEqual(set(), self.two.obj_what_changed())
+        self.assertEqual({}, {k: v for k, v in vars(self.two).items()
+                              if k in ('_changed_fields',
+                                       base.SHARED_CHANGES) and v})
+        self.two.obj_reset_changes(recursive=True)
+        self.assertEqual(set(), self.two.obj_what_changed())
+
+    def test_copies_and_primitives_carry_the_changes(self):
+        clone = self.one.obj_clone()
+        self.assertEqual(self.all, clone.obj_what_changed())
+        back = objects.PciDevice.obj_from_primitive(
+            self.one.obj_to_primitive())
+        self.assertEqual(self.all, back.obj_what_changed())
+
+
 class RandomUUIDTest(testtools.TestCase):
 
     def test_version_4_canonical_and_distinct(self):
