@@ -129,8 +129,16 @@ class Tracker:
                       for side in ('ours', 'nova', 'floor')}
 
     def samples(self, side, name, n):
-        return [r['samples'][name] for r in self.sides[side].get(n, ())
-                if name in r['samples']]
+        """Every sample of ``name`` at ``n`` (a reply holds one, or a list:
+        the first syncs, timing.FIRST_SYNCS a run)."""
+        found = []
+        for reply in self.sides[side].get(n, ()):
+            value = reply['samples'].get(name)
+            if isinstance(value, list):
+                found.extend(value)
+            elif value is not None:
+                found.append(value)
+        return found
 
     def median(self, side, name, n):
         return timing.median(self.samples(side, name, n))
@@ -222,10 +230,13 @@ def _machine(results):
         'every side, interleaved run by run (ours, Nova, floor, ours, ...): '
         '%s. Spread = (slowest - fastest) / median over those runs; load = '
         'the 1-minute load average seen during the runs of that size (both '
-        'sides). Ratio = Nova / ours; ours/floor = ours / the floor. '
+        'sides). The first sync is sampled %d times a run on our side and '
+        'the floor\'s (a fresh tracker and fresh input each), once on '
+        'Nova\'s. Ratio = Nova / ours; ours/floor = ours / the floor. '
         'Exponent k: t ~ N^k.' % (
             {'cpu': 'process CPU', 'wall': 'wall-clock'}[timing.CLOCK_NAME],
-            ', '.join('%s: %d' % (fmt_n(n), runs[n]) for n in sorted(runs))),
+            ', '.join('%s: %d' % (fmt_n(n), runs[n]) for n in sorted(runs)),
+            timing.FIRST_SYNCS),
         '']
 
 

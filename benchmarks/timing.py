@@ -21,6 +21,10 @@ if CLOCK_NAME not in ('cpu', 'wall'):
     raise SystemExit('BENCH_CLOCK must be cpu or wall, got %r' % CLOCK_NAME)
 clock = time.process_time if CLOCK_NAME == 'cpu' else time.perf_counter
 
+#: First-sync samples per run on our side and the floor's (each on fresh
+#: input): ours lasts tens of ms against a spread of ~30-50% between
+#: samples, Nova's first sync 13 s at 10,000 devices (one a run).
+FIRST_SYNCS = 3
 #: A scheduler query is repeated until one sample lasts this long.
 MIN_SAMPLE_SECONDS = 0.02
 MAX_LOOPS = 20000
