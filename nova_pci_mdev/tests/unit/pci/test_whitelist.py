@@ -138,7 +138,14 @@ _ENTRIES = st.fixed_dictionaries({}, optional={
     'mdev_type': st.sampled_from(['nvidia-35', 'nvidia-*', 'mtty-1']),
 })
 _DEVICES = [t.GPU_PARENT, t.GPU_SLOT, t.GPU_SLOT_36, t.PF, t.VF, t.NIC,
-            t.MTTY, t.MTTY_SLOT]
+            t.MTTY, t.MTTY_SLOT,
+            # Ids as a hypervisor may spell them (remembered per spelling,
+            # answered as the lower-case ones), with a devname,
+            dict(t.GPU_SLOT, vendor_id='10DE', product_id='1EB8'),
+            dict(t.VF, product_id='154C', extra_info={'devname': 'eth1'}),
+            # and without a key the answer is not remembered by.
+            dict({k: v for k, v in t.NIC.items() if k != 'mdev_type'},
+                 devname='eth0')]
 
 
 class IndexPropertyTest(testtools.TestCase):
