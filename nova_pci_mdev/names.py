@@ -22,10 +22,8 @@ UUID_RE = re.compile(
     r'[0-9a-fA-F]{12}$')
 #: Either of the two above, in one match (the tracker normalises the
 #: address of every record of a sync).
-_PCI_OR_UUID_RE = re.compile(
-    r'[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[01][0-9a-fA-F]\.[0-7]|'
-    r'[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-'
-    r'[0-9a-fA-F]{12}')
+_PCI_OR_UUID_RE = re.compile('(?:%s)|(?:%s)' % (PCI_ADDRESS_RE.pattern,
+                                                UUID_RE.pattern))
 #: Virtual mdev parents (``mtty``, ``mdpy``) are named like kernel devices:
 #: a letter first, so that a mistyped PCI address or UUID is never taken
 #: for a name.

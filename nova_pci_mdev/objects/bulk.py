@@ -143,7 +143,7 @@ class Maker(object):
         template."""
         fields = self._fields
         found = template.plans[names, ready] = (
-            template.names.union(names, template.again, ready),
+            template.names.union(names, ready),
             tuple((name,) + fields[name] for name in names
                   if name not in ready),
             tuple(fields[name][0] for name in ready))

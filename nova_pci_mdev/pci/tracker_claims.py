@@ -188,7 +188,10 @@ class ClaimsMixin(object):
         new = []
         make = self._slot_maker()
         for record in self._slot_factory.records(parent, self._devs, count):
-            dev = make(record)
+            # The address given ready, as a sync does: the field's memo
+            # of coerced values would keep every slot's UUID for the
+            # tracker's life.
+            dev = make(record, names.normalize_address(record['address']))
             spec = self._whitelist.match(record)
             self._devs[dev.address] = dev
             self._tags[dev.address] = dict(spec.tags or {}) if spec else {}
@@ -211,7 +214,8 @@ class ClaimsMixin(object):
         address, ``dev_id`` and ``parent_addr`` (:class:`.bulk.Shapes`),
         so a template only ever serves records equal to the one it was
         made from in everything else. There is one shape per kind of
-        parent (ids, type, NUMA node), not per slot.
+        parent (ids, type, NUMA node), not per slot; nor does it keep
+        anything per slot (the caller gives each address ready).
         """
         if self._make_slot is None:
             self._make_slot = pci_device.PciDevice.maker()

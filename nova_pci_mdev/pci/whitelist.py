@@ -138,6 +138,8 @@ class Whitelist(object):
                 found = self._decided[key]
             except KeyError:
                 found = self._decided[key] = self._match(dev)
+            except TypeError:       # an unhashable value: not remembered
+                return self._match(dev)
             if raw is not None:
                 self._by_record[raw] = found
             return found
@@ -161,7 +163,10 @@ class Whitelist(object):
         address)."""
         if self._address_free:
             key = ('all', _address_free_key(dev))
-            found = self._decided.get(key)
+            try:
+                found = self._decided.get(key)
+            except TypeError:       # an unhashable value: not remembered
+                return self._matching(dev)
             if found is None:
                 found = self._decided[key] = self._matching(dev)
             return list(found)
@@ -194,15 +199,17 @@ _RECORD_IDS = operator.itemgetter('vendor_id', 'product_id', 'dev_type',
 
 def _record_key(dev):
     """What :func:`_address_free_key` reads of a device record, as given
-    (equal keys, equal answers), when it is hashable and the record has
-    each of these keys; None otherwise."""
+    (equal keys, equal answers), when it is hashable, the record has each
+    of these keys and its ``extra_info`` is a dict or None; None
+    otherwise."""
     if type(dev) is not dict:
         return None
+    extra = dev.get('extra_info')
+    if extra is not None and type(extra) is not dict:
+        return None
     try:
-        raw = _RECORD_IDS(dev)
-        extra = dev.get('extra_info')
-        raw += (dev.get('devname'),
-                extra.get('devname') if type(extra) is dict else extra)
+        raw = _RECORD_IDS(dev) + (dev.get('devname'),
+                                  extra.get('devname') if extra else None)
         hash(raw)
     except (KeyError, TypeError):
         return None

@@ -105,6 +105,22 @@ class MatchTest(testtools.TestCase):
         self.assertEqual([2], [s.position for s in
                                w.unmatched([t.GPU_SLOT, t.NIC])])
 
+    def test_a_remembered_answer_never_serves_another_record(self):
+        w = wl({'vendor_id': '10de'}, {'product_id': '10fb'})
+        named = dict(t.NIC, extra_info={'devname': 'eth0'})
+        self.assertEqual(1, w.match(named).position)
+        # extra_info that is no dict fails as on a fresh whitelist, though
+        # a record with the same ids and devname was answered before.
+        odd = dict(t.NIC, extra_info='eth0')
+        self.assertRaises(AttributeError, wl({'vendor_id': '10de'}).match,
+                          odd)
+        self.assertRaises(AttributeError, w.match, odd)
+        # An unhashable value is answered, every time, not remembered.
+        listed = dict(t.NIC, devname=['eth0'])
+        for _ in range(2):
+            self.assertEqual(1, w.match(listed).position)
+            self.assertEqual([1], [s.position for s in w.matching(listed)])
+
     def test_exact_specs_are_looked_up_not_scanned(self):
         calls = []
 
