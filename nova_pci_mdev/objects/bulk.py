@@ -198,14 +198,20 @@ class Maker(object):
 
 
 _NOTHING = {}   # never written: no ready values
+#: Values a field's memo remembers at most: a maker may live as long as
+#: its tracker, and a field whose values never repeat (a slot's address)
+#: must not grow with every object it made.
+_MEMO_MOST = 4096
 
 
 def _coerce(obj, name, value, coerce, memo):
-    """``coerce(obj, name, value)``, remembered in ``memo`` for a str or
-    None that gives a str or None."""
+    """``coerce(obj, name, value)``, remembered in ``memo`` (up to
+    :data:`_MEMO_MOST` values) for a str or None that gives a str or
+    None."""
     coerced = coerce(obj, name, value)
     if (value is None or type(value) is str) and (
-            coerced is None or type(coerced) is str):
+            coerced is None or type(coerced) is str) and (
+                len(memo) < _MEMO_MOST):
         memo[value] = coerced
     return coerced
 

@@ -132,6 +132,16 @@ class MakerTest(testtools.TestCase):
             self.assertRaises((ValueError, TypeError), make, bad)
             self.assertRaises((ValueError, TypeError), make, bad)
 
+    def test_a_long_lived_maker_remembers_a_bounded_number_of_values(self):
+        maker = bulk.Maker(objects.PciDevice)
+        template = maker.template({'vendor_id': '10de'})
+        for i in range(bulk._MEMO_MOST + 100):
+            dev = maker.build(template, source={
+                'address': '00000000-0000-4000-8000-%012x' % i},
+                names=('address',))
+        self.assertEqual('00000000-0000-4000-8000-%012x' % i, dev.address)
+        self.assertEqual(bulk._MEMO_MOST, len(maker._fields['address'][2]))
+
     def test_a_constructor_that_fills_containers_is_called_each_time(self):
 
         @base.NovaPciMdevObjectRegistry.register_if(False)
