@@ -1,7 +1,9 @@
 """patches/: the form Nova's reviewers check before they read a line of code.
 
 Every file of the directory is a ``git format-patch`` message numbered in
-order, or the README. Each message's subject says ``[PATCH n/N]`` with its
+order, or the README; the one directory, ``spec/``, holds the nova-specs
+document of the series (``.rst`` files only: see test_spec_document).
+Each message's subject says ``[PATCH n/N]`` with its
 own position and the length of the series, its title fits the 72 columns
 of an OpenStack commit title, its message is wrapped at 72 columns (trailers
 excepted), and it ends with one ``Signed-off-by:`` and one ``Change-Id:``
@@ -13,6 +15,7 @@ import email.policy
 import os
 import re
 
+import fixtures
 import testtools
 
 PATCHES = os.path.join(os.path.dirname(__file__), '..', '..', '..',
@@ -23,6 +26,25 @@ CHANGE_ID = re.compile(r'^Change-Id: (I[0-9a-f]{40})$', re.M)
 SIGNED_OFF = re.compile(r'^Signed-off-by: .+ <[^<>@\s]+@[^<>\s]+>$', re.M)
 TRAILER = re.compile(r'^[A-Z][A-Za-z-]+: ')
 WIDTH = 72
+SPEC_DIR = 'spec'
+
+
+def stray_files(directory=PATCHES):
+    """What does not belong in patches/: anything but ``*.patch``, the
+    README and the ``spec/`` directory, and in ``spec/`` anything but
+    ``*.rst`` files (named ``spec/<name>``); sorted."""
+    out = []
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if name == SPEC_DIR and os.path.isdir(path):
+            out.extend(
+                '%s/%s' % (SPEC_DIR, entry)
+                for entry in sorted(os.listdir(path))
+                if not (entry.endswith('.rst') and
+                        os.path.isfile(os.path.join(path, entry))))
+        elif not name.endswith('.patch') and name != 'README.md':
+            out.append(name)
+    return out
 
 
 def read_patches(directory=PATCHES):
@@ -82,9 +104,7 @@ def _file_problems(index, total, name, subject, message):
 class TestSeriesFiles(testtools.TestCase):
 
     def test_the_series_has_the_form_reviewers_expect(self):
-        names = os.listdir(PATCHES)
-        others = sorted(n for n in names
-                        if not n.endswith('.patch') and n != 'README.md')
+        others = stray_files()
         patches = read_patches()
         self.assertGreater(len(patches), 0)
         self.assertEqual([], problems(patches, others))
@@ -116,3 +136,22 @@ class TestSeriesFiles(testtools.TestCase):
             found = problems(patches, others)
             self.assertEqual(1, len(found), (expected, found))
             self.assertIn(expected, found[0])
+
+    def test_only_spec_documents_beside_the_patches(self):
+        root = self.useFixture(fixtures.TempDir()).path
+        for name in ('0001-pci-x.patch', 'README.md', 'notes.txt',
+                     'spec/pci-mdev-support.rst', 'spec/draft.md',
+                     'spec/images/tree.txt'):
+            path = os.path.join(root, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, 'w') as f:
+                f.write('x\n')
+        os.mkdir(os.path.join(root, 'spec', 'old.rst'))
+        self.assertEqual(['notes.txt', 'spec/draft.md', 'spec/images',
+                          'spec/old.rst'], stray_files(root))
+        # a file named spec is no spec directory
+        flat = self.useFixture(fixtures.TempDir()).path
+        for name in ('0001-pci-x.patch', 'spec'):
+            with open(os.path.join(flat, name), 'w') as f:
+                f.write('x\n')
+        self.assertEqual(['spec'], stray_files(flat))
