@@ -61,8 +61,10 @@ def host_file(uri):
 
 
 def as_host_file_uri(path):
-    """``test://<absolute path>``: how a host file is given."""
-    return 'test://' + urllib.parse.quote(os.path.abspath(path))
+    """``test://<absolute path>``: how a host file is given (``~``
+    expanded: libvirt would not)."""
+    return 'test://' + urllib.parse.quote(
+        os.path.abspath(os.path.expanduser(path)))
 
 
 def problem(uri):

@@ -47,7 +47,9 @@ class ProblemTest(testtools.TestCase):
                 ('/srv/host.xml', 'test:///srv/host.xml'),
                 ('host.xml', 'test://' + os.path.abspath('host.xml')),
                 ('./data/a b.xml', 'test://' + os.path.abspath(
-                    'data/a%20b.xml'))):
+                    'data/a%20b.xml')),
+                ('~/host.xml', 'test://' + os.path.expanduser(
+                    '~/host.xml'))):
             reason = uris.problem(value)
             self.assertIn('a host file is given as %s;' % expected, reason)
             self.assertIn(uris.ACCEPTED, reason)
