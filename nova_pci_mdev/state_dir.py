@@ -84,12 +84,9 @@ def filesystem_of(path, mountinfo=MOUNTINFO):
     return best
 
 
-def prepare(path, mountinfo=MOUNTINFO):
-    """Create the state directory ``path`` (absolute) if needed.
-
-    Raises InvalidValue for a path that cannot be a directory of ours,
-    StoreError when the directory cannot be created.
-    """
+def check(path, mountinfo=MOUNTINFO):
+    """Refuse a path (absolute) that cannot be a state directory of ours
+    (InvalidValue, exit 2), creating nothing."""
     existing = path
     while not os.path.lexists(existing):
         existing = os.path.dirname(existing)
@@ -103,6 +100,15 @@ def prepare(path, mountinfo=MOUNTINFO):
         raise _invalid(path, 'is on %s, a %s filesystem of the kernel that '
                              'cannot hold state files' % (mount[0],
                                                           mount[1]))
+
+
+def prepare(path, mountinfo=MOUNTINFO):
+    """Create the state directory ``path`` (absolute) if needed.
+
+    Raises InvalidValue for a path that cannot be a directory of ours
+    (:func:`check`), StoreError when the directory cannot be created.
+    """
+    check(path, mountinfo)
     with store_files.os_errors(path, 'create the state directory'):
         os.makedirs(path, mode=0o700, exist_ok=True)
     return path

@@ -9,9 +9,13 @@ What the CLI (and the tests that run the CLI's way) works on:
 * any other URI (``qemu:///system``): the libvirt node-device mdev backend
   on libvirt >= 7.3, else sysfs under ``/``, and ``/`` for NVIDIA VFs.
 
-The store is opened first: it refuses a state directory of another host,
-or one whose store was lost, before anything else is written there; it is
-closed again if anything after it fails.
+Order: the ``--connection`` value, the state directory's path and the
+host (a test host's file and sidecar, the libvirt connection) are checked
+before anything is written, so that a command that cannot reach its host
+leaves no state directory behind; then the state directory is created and
+the store opened first in it: it refuses a state directory of another
+host, or one whose store was lost, before anything else is written there;
+it is closed again if anything after it fails.
 """
 
 import os
@@ -27,19 +31,18 @@ from nova_pci_mdev.virt.libvirt import host as host_mod
 from nova_pci_mdev.virt.libvirt import mdev
 from nova_pci_mdev.virt.libvirt import nvidia_emulated
 from nova_pci_mdev.virt.libvirt import nvidia_sysfs
+from nova_pci_mdev.virt.libvirt import uris
 from nova_pci_mdev.virt.libvirt import vgpu_vfs
-
-
-def host_file(uri):
-    """The host XML file of a ``test:///path`` URI, or None."""
-    path = uri[len('test://'):]
-    return path if path.startswith('/') and path != '/default' else None
 
 
 def build_compute_host(args, settings):
     """The ComputeHost of ``args.connection`` with its state in
     ``args.state_dir`` (see the module docstring)."""
-    state_dir_mod.prepare(args.state_dir)
+    reason = uris.problem(args.connection)
+    if reason:
+        raise exception.InvalidValue(field='--connection',
+                                     value=args.connection, rule=reason)
+    state_dir_mod.check(args.state_dir)
     _check_host_file(args.connection)
     # connect() gives a Host that reopens the connection if libvirtd restarts.
     host = host_mod.connect(args.connection)
@@ -47,9 +50,12 @@ def build_compute_host(args, settings):
     if args.connection.startswith('test://'):
         # The test driver just parsed the host file in this process.
         memory.release_freed()
-        path = host_file(args.connection)
+        path = uris.host_file(args.connection)
         sidecar = emulated.load_sidecar(
             emulated.sidecar_path(path) if path else None)
+    # Only now that the host could be read: a command that fails before
+    # this point leaves no state directory behind.
+    state_dir_mod.prepare(args.state_dir)
     store = _open_store(args, host, sidecar)
     try:
         host, backend, vf_sysfs = _backends(args, host, sidecar)
@@ -66,7 +72,7 @@ def _check_host_file(uri):
     regular file before libvirt's test driver or the sidecar reader opens
     it (a FIFO would block, a device be read without end); like every
     unusable host description, a host failure (exit 3)."""
-    path = host_file(uri)
+    path = uris.host_file(uri)
     if path is None:
         return
     reason = input_files.problem(path)

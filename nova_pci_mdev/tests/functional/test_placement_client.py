@@ -11,6 +11,7 @@ The host drawn by these tests::
 
 import uuid as uuid_lib
 
+import fixtures
 import requests
 import testtools
 
@@ -135,6 +136,9 @@ class PlacementTestCase(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
+        # Placement's and the client's warnings ("over-capacity", "left the
+        # host but is kept") are the stories' subject: kept for the tests.
+        self.logger = self.useFixture(fixtures.FakeLogger())
         self.placement = self.useFixture(placement_fixture.PlacementFixture())
         self.client = self.placement.client
 
@@ -259,6 +263,9 @@ class SyncTreeTest(PlacementTestCase):
         self.assertEqual([], report.deleted)
         self.assertIn(consumer, report.kept[MLX_NAME])
         self.assertIsNotNone(self.client.provider(MLX))
+        self.assertIn('Provider %s (%s) left the host but is kept: '
+                      'consumers %s hold allocations on it'
+                      % (MLX_NAME, MLX, consumer), self.logger.output)
         mlx = self.inventory(MLX, 'CUSTOM_MLX5')
         self.assertEqual(mlx['total'], mlx['reserved'])
         self.assertEqual({'CUSTOM_MLX5': 1}, self.client.usages(MLX))

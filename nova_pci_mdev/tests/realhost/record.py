@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import subprocess
+import sys
 import time
 import traceback
 
@@ -100,20 +101,30 @@ def _text(data):
 
 class Recorder:
     """The checks of one phase, saved to ``<out>/checks-<phase>.json``
-    after every check (a VM that dies keeps what it had)."""
+    after every check (a VM that dies keeps what it had).
 
-    def __init__(self, phase, out):
+    Each check also prints two progress lines (``realhost: check ...``,
+    then ``realhost: PASS|FAIL ...``) on ``progress``, the standard output
+    by default (the host side follows the VM's console with them); the
+    tests hand in their own stream.
+    """
+
+    def __init__(self, phase, out, progress=None):
         self.phase = phase
         self.out = out
+        self.progress = progress
         self.checks = []
         self.facts = {}
+
+    def _say(self, line):
+        print(line, file=self.progress or sys.stdout, flush=True)
 
     @contextlib.contextmanager
     def check(self, ident, title, required=False):
         check = Check(ident, title)
         check.record['phase'] = self.phase
         start = time.monotonic()
-        print('realhost: check %s: %s' % (ident, title), flush=True)
+        self._say('realhost: check %s: %s' % (ident, title))
         try:
             yield check
             check.record['ok'] = True
@@ -127,8 +138,8 @@ class Recorder:
         check.record['seconds'] = round(time.monotonic() - start, 1)
         self.checks.append(check.record)
         self.save()
-        print('realhost: %s %s' % ('PASS' if check.record['ok'] else 'FAIL',
-                                   ident), flush=True)
+        self._say('realhost: %s %s' % ('PASS' if check.record['ok']
+                                       else 'FAIL', ident))
         if required and not check.record['ok']:
             raise Abort(ident)
 

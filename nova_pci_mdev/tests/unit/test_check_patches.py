@@ -20,6 +20,8 @@ import time
 import fixtures
 import testtools
 
+from nova_pci_mdev.tests.fixtures import output
+
 TOOL = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'tools',
                     'check-patches')
 
@@ -48,6 +50,9 @@ class WatchdogTest(testtools.TestCase):
     def setUp(self):
         super().setUp()
         self.tool = load_tool()
+        # The tool's progress lines ("1 failed so far", "stalled") stay
+        # out of the test run's output.
+        self.output = self.useFixture(output.CapturedStreams())
         self.log = tempfile.NamedTemporaryFile(delete=False).name
         self.addCleanup(os.unlink, self.log)
 
@@ -69,6 +74,10 @@ class WatchdogTest(testtools.TestCase):
         self.assertIn('worker 0 last finished nova.tests.A.test_one',
                       stalled)
         self.assertEqual((3, 1), self.tool.progress(self.log)[:2])
+        self.assertIn('check-patches: step: 3 tests done, 1 failed so far',
+                      self.output.stderr)
+        self.assertIn('check-patches: step: stalled: no test finished',
+                      self.output.stderr)
 
     def test_run_that_ends_is_not_touched(self):
         _proc, (status, stalled) = self.watch(FINISHES, stall_seconds=60)
@@ -98,6 +107,7 @@ class SpawnSmokeTest(testtools.TestCase):
         super().setUp()
         self.tool = load_tool()
         self.tool.TOTALS.update(passed=0, failed=0)
+        self.output = self.useFixture(output.CapturedStreams())
 
     def test_mdev_dev_types_in_code_mean_the_driver_reports_mdevs(self):
         cases = [
@@ -156,6 +166,8 @@ class SpawnSmokeTest(testtools.TestCase):
         ok, summary = self.tool.spawn_smoke(python, tree, log, 'step')
         self.assertTrue(ok, summary)
         self.assertIn('1 passed, 0 failed', summary)
+        self.assertIn('check-patches: step: ok   1 passed, 0 failed',
+                      self.output.stderr)
         self.assertEqual({'passed': 1, 'failed': 0}, self.tool.TOTALS)
         with open(log) as f:
             self.assertIn(

@@ -5,6 +5,7 @@ The VM itself runs only under ``tools/realhost`` (minutes, root); these
 tests keep its decisions honest in the fast suite.
 """
 
+import io
 import json
 import os
 import xml.etree.ElementTree as ET
@@ -233,7 +234,10 @@ class TestRecorder(testtools.TestCase):
     def setUp(self):
         super().setUp()
         self.dir = self.useFixture(fixtures.TempDir()).path
-        self.rec = record.Recorder('p', self.dir)
+        # The progress lines go here, not to the test run's output: a
+        # check failing on purpose must not print "realhost: FAIL" there.
+        self.progress = io.StringIO()
+        self.rec = record.Recorder('p', self.dir, progress=self.progress)
 
     def _saved(self):
         with open(os.path.join(self.dir, 'checks-p.json')) as handle:
@@ -251,6 +255,11 @@ class TestRecorder(testtools.TestCase):
         self.assertEqual('it said no', saved[1]['detail'])
         self.assertIn('ValueError: unexpected', saved[2]['detail'])
         self.assertTrue(self.rec.failed())
+        self.assertEqual(['realhost: check ok: passes', 'realhost: PASS ok',
+                          'realhost: check bad: fails', 'realhost: FAIL bad',
+                          'realhost: check boom: raises',
+                          'realhost: FAIL boom'],
+                         self.progress.getvalue().splitlines())
 
     def test_a_required_check_aborts_the_phase(self):
         def go():

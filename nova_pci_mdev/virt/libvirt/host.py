@@ -27,6 +27,7 @@ call (the next operation) reopens it.
 """
 
 import dataclasses
+import os
 import typing
 
 from nova_pci_mdev import exception
@@ -36,19 +37,38 @@ from nova_pci_mdev.virt.libvirt import nodedev
 from nova_pci_mdev.virt.libvirt import nodenames
 from nova_pci_mdev.virt.libvirt import records as records_mod
 from nova_pci_mdev.virt.libvirt import seam
+from nova_pci_mdev.virt.libvirt import uris
 
 
 def connect(uri, nodename=None, libvirt=None):
     """A :class:`Host` on ``libvirt.open(uri)`` (read-write); it reopens
     ``uri`` when the connection is lost. ``libvirt``: the
-    :class:`~.seam.Libvirt` to use (the real one by default)."""
+    :class:`~.seam.Libvirt` to use (the real one by default).
+
+    A ``test:///path`` host file that does not exist is refused here,
+    naming it (HostDescriptionInvalid): libvirt's test driver would say
+    "failed to parse xml document" after libxml2 printed its own line on
+    stderr. An error of libvirt's open gets a note (:func:`.uris.hint`)
+    when libvirt may have read ``uri`` otherwise than it was meant.
+    """
     libvirt = libvirt or seam.real()
+    path = uris.host_file(uri)
+    if path is not None and not os.path.exists(path):
+        raise exception.HostDescriptionInvalid(
+            reason='the host file %s of connection %s does not exist'
+                   % (path, uri))
 
     def reopen():
         return libvirt.open(uri)
 
-    return Host(reopen(), nodename=nodename, reconnect=reopen,
-                libvirt=libvirt)
+    try:
+        conn = reopen()
+    except exception.HypervisorError as exc:
+        note = uris.hint(uri)
+        if note:
+            exc.add_note(note)
+        raise
+    return Host(conn, nodename=nodename, reconnect=reopen, libvirt=libvirt)
 
 
 class MdevLocation(typing.NamedTuple):

@@ -374,10 +374,12 @@ class RealDriverDiscoveryTest(_Base):
         self.assertEqual((0, 1), host.numa_topology(sidecar=sidecar).ids)
 
     def test_connect_error_names_uri(self):
+        path = os.path.join(self.tmp, 'garbage.xml')
+        with open(path, 'w') as handle:
+            handle.write('not XML')
         exc = self.assertRaises(exception.HypervisorError,
-                                host_mod.connect,
-                                'test://' + os.path.join(self.tmp, 'none'))
-        self.assertIn(self.tmp, str(exc))
+                                host_mod.connect, 'test://' + path)
+        self.assertIn('test://' + path, str(exc))
 
 
 class DoubleDiscoveryTest(_Base):
