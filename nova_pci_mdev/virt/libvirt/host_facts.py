@@ -21,6 +21,7 @@ import json
 import os
 import tempfile
 
+from nova_pci_mdev import input_files
 from nova_pci_mdev.virt.libvirt import nodedev
 from nova_pci_mdev.virt.libvirt import nodenames
 from nova_pci_mdev.virt.libvirt import records
@@ -77,8 +78,8 @@ def from_devices(devices):
 def load(state_dir, digest):
     """The facts recorded for ``digest``, or None."""
     try:
-        with open(os.path.join(state_dir, FILE), encoding='utf-8') as f:
-            doc = json.load(f)
+        doc = input_files.load_json(os.path.join(state_dir, FILE),
+                                    follow=False)
         if doc['version'] != VERSION or doc['digest'] != digest:
             return None
         facts = HostFacts(
@@ -86,7 +87,7 @@ def load(state_dir, digest):
             initial=tuple((u, p, t) for u, p, t in doc['initial']),
             numa_nodes=tuple(doc['numa_nodes']),
             left_out=tuple((d, r) for d, r in doc['left_out']))
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     return facts if _well_formed(facts) else None
 
