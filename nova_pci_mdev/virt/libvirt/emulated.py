@@ -235,8 +235,20 @@ class EmulatedHost(host_mod.Host):
             used[key] = used.get(key, 0) + 1
         result = []
         name_of = {}
+        # The file's mdevs that no parent of the file hosts were never
+        # seeded into the backend: they pass as the file has them, for
+        # discovery to name (those two parents claim are named already).
+        seeded = {uuid for uuid, _parent, _type in facts.initial}
+        named = {device for device, _reason in facts.left_out}
+        orphans = set()
         for dev in self._file_devices():
             if isinstance(dev, nodedev.Mdev):
+                if dev.uuid not in seeded and dev.name not in named:
+                    result.append(dev)
+                    orphans.add(dev.uuid)
+                continue
+            if isinstance(dev, nodedev.OtherMdevParent):
+                result.append(dev)
                 continue
             if getattr(dev, 'mdev_types', ()):
                 kinds = tuple(dataclasses.replace(
@@ -248,6 +260,8 @@ class EmulatedHost(host_mod.Host):
             name_of[dev.address] = dev.name
             result.append(dev)
         for info in made.values():
+            if info.uuid in orphans:
+                continue        # seeded by an older version
             parent_name = name_of.get(info.parent)
             result.append(nodedev.Mdev(
                 name=nodenames.mdev_node_name(info.uuid, parent_name),

@@ -27,13 +27,15 @@ from nova_pci_mdev.virt.libvirt import nodenames
 from nova_pci_mdev.virt.libvirt import records
 
 FILE = 'host-facts.json'
-VERSION = 2
+VERSION = 3
 
 
 @dataclasses.dataclass(frozen=True)
 class HostFacts:
     capacity: dict          # (parent address, mdev type) -> total
-    initial: tuple          # (uuid, parent address, mdev type) of the file
+    #: (uuid, parent address, mdev type) of the file's mdevs whose parent
+    #: is an mdev parent of the file (the others are discovery's to name)
+    initial: tuple
     numa_nodes: tuple       # distinct NUMA nodes of the devices (no None)
     #: (device, reason) of the file's mdevs left out: a UUID under two
     #: parents is believed under neither.
@@ -47,7 +49,8 @@ def from_devices(devices):
     for dev in devices:
         if isinstance(dev, nodedev.Mdev):
             mdevs.append(dev)
-        elif getattr(dev, 'mdev_types', ()):
+        elif isinstance(dev, (nodedev.PciFunction, nodedev.VirtualParent)
+                        ) and dev.mdev_types:
             parents[dev.name] = dev
     # The same mdev UUID under two parents: neither is believed, so
     # neither parent is offered a slot the host does not have.
@@ -66,10 +69,11 @@ def from_devices(devices):
             capacity[key] = kind.available_instances + used.get(key, 0)
     nodes = {getattr(d, 'numa_node', None) for d in devices}
     nodes.discard(None)
+    hosts = {dev.address for dev in parents.values()}
     return HostFacts(
         capacity=capacity,
         initial=tuple((m.uuid, parent, m.mdev_type)
-                      for m, parent in located if parent is not None),
+                      for m, parent in located if parent in hosts),
         numa_nodes=tuple(sorted(nodes)),
         left_out=tuple((p.kwargs['device'], p.kwargs['reason'])
                        for p in duplicates))
