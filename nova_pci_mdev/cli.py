@@ -114,18 +114,20 @@ def cmd_devices(args, out):
     unlisted = {d.address for d in snap.unlisted}
     everything = snap.devices + snap.unlisted
     del snap
+    left_out = compute.host.left_out        # listed too (and warned about)
     if args.format == 'json':
         render.write_json_list(out, (
             dict(render.device_dict(d), whitelisted=d.address not in unlisted)
-            for d in everything))
+            for d in everything), render.left_out_dicts(left_out))
         return EXIT_OK
-    out.write('host %s: %d devices (%d whitelisted), %d instance(s)\n' % (
-        compute.nodename, len(everything), tracked, instances))
+    out.write('host %s: %d devices (%d whitelisted), %s%d instance(s)\n' % (
+        compute.nodename, len(everything), tracked,
+        render.left_out_count(left_out), instances))
     for uuid in missing:
         out.write('allocated mdev %s is not on the host (after a reboot '
                   '`nova-pci-mdev restore` recreates it)\n' % uuid)
     for line in render.device_tree_lines(
-            everything, whitelisted=lambda d: d.address not in unlisted):
+            everything, lambda d: d.address not in unlisted, left_out):
         out.write(line + '\n')
     return EXIT_OK
 

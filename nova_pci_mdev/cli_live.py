@@ -17,7 +17,6 @@ Nothing changes on either host. Errors follow the CLI's exit codes (a file
 that cannot be read or is not a move document: 2).
 """
 
-import json
 import uuid as uuid_lib
 
 from nova_pci_mdev import exception
@@ -43,7 +42,7 @@ def _read(option, path):
 def _load_source(path):
     from nova_pci_mdev import live_move
     try:
-        data = json.loads(_read('--source', path))
+        data = input_files.parse_json(_read('--source', path))
     except ValueError as exc:
         raise exception.InvalidValue(
             field='--source', value=path,

@@ -118,11 +118,28 @@ class NodeDeviceXMLInvalid(HostDescriptionInvalid):
 
 
 class NodeDeviceLeftOut(HostDescriptionInvalid):
-    """A node device discovery leaves out (its XML cannot be used, or its
-    address or UUID is claimed by another node device too): reported as a
-    warning, the rest of the host stays usable."""
+    """A node device discovery leaves out (its XML cannot be used, its
+    address or UUID is claimed by another node device too, it is an mdev
+    whose parent is missing, left out or no mdev parent, or an mdev parent
+    that is neither a PCI function nor a virtual device): reported as a
+    warning, the rest of the host stays usable. Besides ``device`` and
+    ``reason`` it may carry what is known of the device: ``address`` (an
+    mdev's UUID), ``dev_type``, ``mdev_type``, ``parent`` (the parent as
+    the mdev names it) and ``parent_addr`` (its address, when known),
+    ``mdev_types`` (comma-separated, of a parent)."""
 
     msg_fmt = 'Node device %(device)s left out: %(reason)s'
+    severity = 'warning'
+
+
+class NodeDeviceValueCapped(HostDescriptionInvalid):
+    """A count a node device reports beyond what the objects, Nova's
+    database and Placement hold: the cap is used instead, with this
+    warning (never a wrapped or zeroed value)."""
+
+    msg_fmt = ('Node device %(device)s: %(field)s %(value)s is more than '
+               '%(cap)s, the most a count of Nova\'s objects and Placement\'s '
+               'inventories holds; %(cap)s is used')
     severity = 'warning'
 
 

@@ -5,6 +5,7 @@ object field names (``address``, ``dev_type``, ``vendor_id``, ...) so that
 scripts need no translation. Every function returns a string.
 """
 
+import itertools
 import json
 
 from nova_pci_mdev.objects import extra_info
@@ -23,11 +24,12 @@ def to_json(value):
     return json.dumps(value, indent=2, sort_keys=True)
 
 
-def write_json_list(out, items):
-    """Write ``to_json(list(items)) + '\\n'`` to ``out`` item by item: the
-    same text, without the whole list or the whole text in memory."""
+def write_json_list(out, items, more=()):
+    """Write ``to_json(list(items) + list(more)) + '\\n'`` to ``out`` item
+    by item: the same text, without the whole list or the whole text in
+    memory."""
     first = True
-    for item in items:
+    for item in itertools.chain(items, more):
         out.write('[\n' if first else ',\n')
         first = False
         out.write(_indented(item, '  '))
@@ -147,9 +149,10 @@ def device_tree(devices, whitelisted=lambda dev: True):
     return '\n'.join(device_tree_lines(devices, whitelisted))
 
 
-def device_tree_lines(devices, whitelisted=lambda dev: True):
+def device_tree_lines(devices, whitelisted=lambda dev: True, left_out=()):
     """NUMA node -> parent -> slots/VFs, with status and instance, line by
-    line (a generator: the text is never held whole).
+    line (a generator: the text is never held whole), then the node devices
+    discovery left out (:func:`left_out_lines` of its warnings).
 
     Free slots whose mdev does not exist yet are summed up in one line per
     parent; every slot that exists or is in use has a line of its own.
@@ -169,6 +172,7 @@ def device_tree_lines(devices, whitelisted=lambda dev: True):
             yield from _child_lines(
                 dev, sorted(children.get(dev.address, ()),
                             key=lambda d: d.address), whitelisted)
+    yield from left_out_lines(left_out)
 
 
 def _root_line(dev, whitelisted):
@@ -208,6 +212,55 @@ def _child_lines(dev, kids, whitelisted):
                      'available while the parent is used whole'
                      % (blocked, dev.mdev_type))
     return lines
+
+
+# -- node devices left out -------------------------------------------------
+
+#: The status of a node device discovery left out, in ``devices``.
+LEFT_OUT = 'left out'
+
+
+def _left_out(problems):
+    return [p for p in problems if 'reason' in getattr(p, 'kwargs', {})]
+
+
+def left_out_dicts(problems):
+    """The node devices discovery left out (its NodeDeviceLeftOut
+    warnings), as ``devices`` lists them in JSON: the device keys, what is
+    known of each (an mdev's UUID as its address, its type and parent),
+    status ``left out``, ``node_device`` and ``reason``."""
+    out = []
+    for problem in _left_out(problems):
+        kwargs = problem.kwargs
+        item = dict.fromkeys(DEVICE_KEYS)
+        item.update(address=kwargs.get('address'),
+                    dev_type=kwargs.get('dev_type'),
+                    mdev_type=kwargs.get('mdev_type'),
+                    parent_addr=kwargs.get('parent_addr'), status=LEFT_OUT,
+                    dev_id=kwargs.get('device'), extra_info={},
+                    whitelisted=False, node_device=kwargs.get('device'),
+                    reason=kwargs.get('reason'))
+        out.append(item)
+    return out
+
+
+def left_out_count(problems):
+    """``'N node device(s) left out, '`` for the ``devices`` header, or ''
+    when discovery left none out."""
+    count = len(_left_out(problems))
+    return '%d node device(s) left out, ' % count if count else ''
+
+
+def left_out_lines(problems):
+    """The table's block of the node devices discovery left out: one line
+    each, naming it and why (nothing when there is none)."""
+    problems = _left_out(problems)
+    if problems:
+        yield ('left out (listed by libvirt, not used by nova-pci-mdev; '
+               'a guest may use an mdev among them)')
+    for problem in problems:
+        yield '  %s: %s' % (problem.kwargs.get('device'),
+                            problem.kwargs.get('reason'))
 
 
 # -- pools and inventory ---------------------------------------------------

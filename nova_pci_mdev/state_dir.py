@@ -19,6 +19,7 @@ import re
 
 from nova_pci_mdev import data
 from nova_pci_mdev import exception
+from nova_pci_mdev import input_files
 from nova_pci_mdev import store_files
 
 STORE_FILE = 'state.db'
@@ -56,8 +57,8 @@ def _mounts(mountinfo):
     """[(mount point, filesystem type)] of ``/proc/self/mountinfo``."""
     mounts = []
     try:
-        with open(mountinfo, encoding='utf-8', errors='replace') as handle:
-            lines = handle.read().splitlines()
+        lines = input_files.read_text(mountinfo,
+                                      errors='replace').splitlines()
     except OSError:
         return mounts
     for line in lines:

@@ -131,8 +131,7 @@ def bring_in_line(tx, tracker, host, vgpus, settings, held):
         if note.get('key') == _with_states(base, states):
             kept = tuple(address for address, dev in tracker.devices.items()
                          if device_table.is_missing(dev))
-            host.left_out = [exception.NodeDeviceLeftOut(**doc)
-                             for doc in note.get('left_out') or ()]
+            host.left_out = _warnings_from(note.get('left_out') or ())
             return Outcome(manager.SyncReport((), (), (), kept), None,
                            list(note.get('unlisted') or ()),
                            _problems_from(note.get('problems') or ()),
@@ -146,12 +145,13 @@ def bring_in_line(tx, tracker, host, vgpus, settings, held):
     report = tracker.sync(records)
     tracked = tracker.devices
     unlisted = [r for r in records if r['address'] not in tracked]
-    problems = host_checks.problems(settings, records, host.hostname)
+    problems = host_checks.problems(settings, records, host.hostname,
+                                    left_out=host.left_out)
     note = {
         'base': base, 'key': _with_states(base, states),
         'vf_candidates': candidates, 'unlisted': unlisted,
         'problems': [_problem_doc(p) for p in problems],
-        'left_out': [_problem_doc(p)['kwargs'] for p in host.left_out]}
+        'left_out': [_problem_doc(p) for p in host.left_out]}
     tx.put_sync_note(note)
     return Outcome(report, records, unlisted, problems, states, note)
 
@@ -172,6 +172,19 @@ def _problem_doc(problem):
     return {'class': type(problem).__name__, 'kwargs': {
         k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
         for k, v in problem.kwargs.items()}}
+
+
+def _warnings_from(docs):
+    """Discovery's warnings a note recorded (node devices left out, values
+    capped): host description warnings of this version only."""
+    out = []
+    for doc in docs:
+        cls = getattr(exception, str(doc.get('class')), None)
+        if (isinstance(cls, type)
+                and issubclass(cls, exception.HostDescriptionInvalid)
+                and getattr(cls, 'severity', None) == 'warning'):
+            out.append(cls(**dict(doc.get('kwargs') or {})))
+    return out
 
 
 def _problems_from(docs):

@@ -104,8 +104,7 @@ def _not_utf8(paths, error):
     """
     for path in paths:
         try:
-            with open(path, 'rb') as handle:
-                handle.read().decode('utf-8')
+            input_files.read_text(path)
         except UnicodeDecodeError as exc:
             return exception.ConfigError(
                 group='-', option='--config-file', value=path,

@@ -12,7 +12,8 @@ returns problems, one per mistake, naming group, option, value and rule:
   with NVIDIA vGPU VFs is left to :mod:`~nova_pci_mdev.virt.libvirt.
   nvidia_check`: what its VFs can take changes as they are used);
 * ``[devices] enabled_mdev_types`` listing a type that no device of the
-  host offers (warning: nothing will expose it here);
+  host offers (warning: nothing will expose it here), saying which node
+  devices discovery left out offer it and why;
 * a ``[pci] device_spec`` that matches no device (warning).
 """
 
@@ -30,14 +31,19 @@ def _supported(record):
     return [t for t in text.split(',') if t]
 
 
-def _address_problem(settings, group, address, record, mdev_type, node):
+def _address_problem(settings, group, address, record, mdev_type, node,
+                     left_out):
     def problem(cls, rule):
         return cls(group=group, option='device_addresses', value=address,
                    rule=rule)
 
     if record is None:
-        return problem(exception.ConfigWarning,
-                       'no such device on host %s' % node)
+        return problem(exception.ConfigWarning, 'no such device on host %s%s'
+                       % (node, ''.join('; node device %s at this address is '
+                                        'left out: %s' % (
+                                            p.kwargs['device'],
+                                            p.kwargs['reason'])
+                                        for p in left_out.get(address, ()))))
     extra = record.get('extra_info') or {}
     if extra.get('vgpu_framework'):
         # NVIDIA vGPU VFs: what they can take changes with their siblings'
@@ -67,19 +73,36 @@ def _slot_to_create(parent):
                 extra_info={'mdev_exists': 'false', 'mdev_exposed': 'true'})
 
 
-def problems(settings, records, nodename):
-    """Every problem of ``settings`` on the host of ``records``."""
+def _left_out_parents(left_out):
+    """``({address: [warning]}, {mdev type: [warning]})`` of the node
+    devices discovery left out that say where they are or what they
+    offer."""
+    at, offering = {}, {}
+    for problem in left_out:
+        kwargs = getattr(problem, 'kwargs', {})
+        if kwargs.get('address') and kwargs.get('mdev_types') is not None:
+            at.setdefault(kwargs['address'], []).append(problem)
+        for mdev_type in (kwargs.get('mdev_types') or '').split(','):
+            if mdev_type:
+                offering.setdefault(mdev_type, []).append(problem)
+    return at, offering
+
+
+def problems(settings, records, nodename, left_out=()):
+    """Every problem of ``settings`` on the host of ``records``;
+    ``left_out``: discovery's warnings of the node devices it left out."""
     by_address = {r['address']: r for r in records}
     offered = set()
     for record in records:
         offered.update(_supported(record))
+    left_at, left_offering = _left_out_parents(left_out)
     out = []
     for mdev_type, options in settings.mdev_types.items():
         group = devices.group_name(mdev_type)
         for address in options.device_addresses:
             found = _address_problem(settings, group, address,
                                      by_address.get(address), mdev_type,
-                                     nodename)
+                                     nodename, left_at)
             if found is not None:
                 out.append(found)
     for mdev_type in settings.enabled_mdev_types:
@@ -87,7 +110,10 @@ def problems(settings, records, nodename):
             out.append(exception.ConfigWarning(
                 group='devices', option='enabled_mdev_types',
                 value=mdev_type, rule='no device of host %s offers this '
-                                      'type' % nodename))
+                'type%s' % (nodename, ''.join(
+                    '; node device %s offers it but is left out: %s' % (
+                        p.kwargs['device'], p.kwargs['reason'])
+                    for p in left_offering.get(mdev_type, ())))))
     for spec in settings.whitelist.unmatched(list(records) + [
             _slot_to_create(r) for r in records if capacity.creatable(r)]):
         out.append(exception.ConfigWarning(

@@ -21,7 +21,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import threading
 
 import fixtures
 from hypothesis import given
@@ -32,6 +31,7 @@ from nova_pci_mdev import data
 from nova_pci_mdev import exception
 from nova_pci_mdev import flavor as flavor_mod
 from nova_pci_mdev import input_files
+from nova_pci_mdev.tests.fixtures import fifos
 from nova_pci_mdev.tests.fixtures import statedir
 from nova_pci_mdev.tests.hardening import hosts
 from nova_pci_mdev.tests.hardening import procs
@@ -50,25 +50,6 @@ def run(*argv):
     out, err = io.StringIO(), io.StringIO()
     code = cli.main(list(argv), out=out, err=err)
     return code, out.getvalue(), err.getvalue()
-
-
-class _Unblocker(threading.Thread):
-    """After ``delay`` seconds, keeps giving every blocked reader of the
-    FIFOs its end of file until stopped: a reader that should never have
-    opened them fails instead of hanging the test."""
-
-    def __init__(self, delay, *fifos):
-        super().__init__(daemon=True)
-        self.delay, self.fifos, self.done = delay, fifos, threading.Event()
-
-    def run(self):
-        self.done.wait(self.delay)
-        while not self.done.wait(0.2):
-            for fifo in self.fifos:
-                try:
-                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-                except OSError:
-                    pass        # ENXIO: nobody is reading it
 
 
 def digest(path):
@@ -349,7 +330,7 @@ class PathErrorTest(StateDirTestCase):
         os.mkfifo(fifo)
         host = os.path.join(self.tmp, 'host.xml')
         os.mkfifo(host)
-        unblock = _Unblocker(10, fifo, host)
+        unblock = fifos.Unblocker(10, fifo, host)
         unblock.start()
         self.addCleanup(unblock.done.set)
         live = ('live-move-check', '--extra-spec', VGPU, '--source')

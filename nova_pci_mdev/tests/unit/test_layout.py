@@ -55,6 +55,12 @@ ALLOWED = {
 #: Modules of the standard library that mean I/O; pure rooms import none.
 IO_MODULES = ('os', 'io', 'socket', 'sqlite3', 'subprocess', 'fcntl',
               'tempfile', 'shutil', 'urllib', 'http', 'requests', 'libvirt')
+#: The modules that read files themselves; every other reader goes through
+#: nova_pci_mdev.input_files (bounded, regular files only): the store's
+#: files (each checked with lstat and read at most a header), and the
+#: digest of the package's own source.
+OWN_READERS = ('nova_pci_mdev.input_files', 'nova_pci_mdev.store_files',
+               'nova_pci_mdev.synced')
 PURE = ('nova_pci_mdev.objects', 'nova_pci_mdev.pci',
         'nova_pci_mdev.virt.libvirt.records',
         'nova_pci_mdev.virt.libvirt.nodedev',
@@ -178,3 +184,35 @@ class LayoutTest(testtools.TestCase):
                     if _in(mod, 'nova_pci_mdev') and mod != 'nova_pci_mdev'
                     and not any(_in(mod, a) for a in allowed))
         self.assertEqual([], broken)
+
+    def test_files_are_read_through_input_files(self):
+        """No ``open()`` for reading, ``json.load`` or ``shutil`` copy
+        outside :data:`OWN_READERS`: one reader bounds every file."""
+        broken = []
+        for name, tree in self.trees.items():
+            if name in OWN_READERS:
+                continue
+            broken.extend('%s:%d %s' % (name, node.lineno, what)
+                          for node, what in _reads(tree))
+        self.assertEqual([], broken)
+
+
+def _reads(tree):
+    """``(node, what)`` of the calls in ``tree`` that read a file without
+    :mod:`nova_pci_mdev.input_files`."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == 'open':
+            mode = node.args[1] if len(node.args) > 1 else next(
+                (k.value for k in node.keywords if k.arg == 'mode'), None)
+            text = mode.value if isinstance(mode, ast.Constant) else 'r'
+            if not set(str(text)) & set('wax'):
+                yield node, 'open() for reading'
+        elif isinstance(func, ast.Attribute) and isinstance(
+                func.value, ast.Name) and (func.value.id, func.attr) in (
+                    ('json', 'load'), ('shutil', 'copytree'),
+                    ('shutil', 'copyfile'), ('shutil', 'copy'),
+                    ('shutil', 'copy2')):
+            yield node, '%s.%s()' % (func.value.id, func.attr)

@@ -18,7 +18,6 @@ CPU ids, sockets and memory; bad input raises
 :class:`~nova_pci_mdev.exception.TopologySidecarInvalid` naming the value.
 """
 
-import json
 import re
 
 from nova_pci_mdev import exception
@@ -166,13 +165,11 @@ def _sidecar_cell(where, cell, seen, error):
 def load_topology_sidecar(path):
     """Read and validate a sidecar JSON file (see the module docstring)."""
     try:
-        text = input_files.read_text(path)
-    except (OSError, UnicodeDecodeError) as exc:
+        data = input_files.load_json(path)
+    except OSError as exc:
         raise exception.TopologySidecarInvalid(
             path=path, reason='cannot read: %s' % exc)
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
         raise exception.TopologySidecarInvalid(
             path=path, reason='not valid JSON: %s' % exc)
     return topology_from_dict(data, source=path)

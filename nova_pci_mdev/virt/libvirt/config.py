@@ -83,7 +83,8 @@ class LibvirtConfigObject:
 
     @classmethod
     def parse_str(cls, text):
-        el = xmlsafe.parse_xml(text, lambda reason: _error(cls.ROOT, reason))
+        el = xmlsafe.parse_xml(text, lambda reason: _error(cls.ROOT, reason),
+                               max_depth=xmlsafe.GUEST_MAX_DEPTH)
         return cls.parse_dom(el)
 
     @classmethod
@@ -208,7 +209,8 @@ class LibvirtConfigGuestRawDevice(LibvirtConfigObject):
 
     def __post_init__(self):
         self.xml = _compact(xmlsafe.parse_xml(
-            self.xml, lambda reason: _error('devices', reason)))
+            self.xml, lambda reason: _error('devices', reason),
+            max_depth=xmlsafe.GUEST_MAX_DEPTH))
 
     def format_dom(self):
         return ElementTree.fromstring(self.xml)

@@ -28,8 +28,8 @@ plus ``availableInstances`` stay equal to the file's capacity, so slots
 
 import dataclasses
 import hashlib
-import json
 import os
+import re
 
 from nova_pci_mdev import exception
 from nova_pci_mdev import input_files
@@ -42,6 +42,9 @@ from nova_pci_mdev.virt.libvirt import nodedev
 from nova_pci_mdev.virt.libvirt import nodenames
 
 SIDECAR_SUFFIX = '_topology.json'
+#: A hypervisor version: ASCII digits only (``str.isdigit`` also takes
+#: ``²``, which ``int`` refuses).
+_VERSION_RE = re.compile(r'([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,8 +68,8 @@ def load_sidecar(path):
     if path is None or not os.path.exists(path):
         return Sidecar()
     try:
-        data = json.loads(input_files.read_text(path))
-    except (OSError, ValueError, RecursionError) as exc:
+        data = input_files.load_json(path)
+    except (OSError, ValueError) as exc:
         raise exception.TopologySidecarInvalid(path=path, reason=str(exc))
     if not isinstance(data, dict):
         raise exception.TopologySidecarInvalid(
@@ -119,17 +122,16 @@ def _hypervisor(path, value):
     Z)``, or None when absent."""
     if value is None:
         return None
-    parts = str(value.get('version', '')).split('.') if isinstance(
-        value, dict) else ()
-    if (not isinstance(value, dict) or set(value) != {'type', 'version'} or
-            not isinstance(value['type'], str) or not value['type'] or
-            len(parts) != 3 or not all(p.isdigit() and len(p) <= 3
-                                       for p in parts)):
+    version = value.get('version') if isinstance(value, dict) else None
+    match = (_VERSION_RE.fullmatch(version) if isinstance(version, str)
+             else None)
+    if (match is None or set(value) != {'type', 'version'} or
+            not isinstance(value['type'], str) or not value['type']):
         raise exception.TopologySidecarInvalid(
             path=path, reason='hypervisor must be {"type": NAME, "version": '
-                              '"X.Y.Z"} (at most 3 digits each), got %r'
-                              % (value,))
-    major, minor, micro = (int(p) for p in parts)
+                              '"X.Y.Z"} (X, Y, Z of 1 to 3 ASCII digits '
+                              '0-9), got %.200r' % (value,))
+    major, minor, micro = (int(p) for p in match.groups())
     return value['type'], major * 1000000 + minor * 1000 + micro
 
 
@@ -233,8 +235,20 @@ class EmulatedHost(host_mod.Host):
             used[key] = used.get(key, 0) + 1
         result = []
         name_of = {}
+        # The file's mdevs that no parent of the file hosts were never
+        # seeded into the backend: they pass as the file has them, for
+        # discovery to name (those two parents claim are named already).
+        seeded = {uuid for uuid, _parent, _type in facts.initial}
+        named = {device for device, _reason in facts.left_out}
+        orphans = set()
         for dev in self._file_devices():
             if isinstance(dev, nodedev.Mdev):
+                if dev.uuid not in seeded and dev.name not in named:
+                    result.append(dev)
+                    orphans.add(dev.uuid)
+                continue
+            if isinstance(dev, nodedev.OtherMdevParent):
+                result.append(dev)
                 continue
             if getattr(dev, 'mdev_types', ()):
                 kinds = tuple(dataclasses.replace(
@@ -246,6 +260,8 @@ class EmulatedHost(host_mod.Host):
             name_of[dev.address] = dev.name
             result.append(dev)
         for info in made.values():
+            if info.uuid in orphans:
+                continue        # seeded by an older version
             parent_name = name_of.get(info.parent)
             result.append(nodedev.Mdev(
                 name=nodenames.mdev_node_name(info.uuid, parent_name),

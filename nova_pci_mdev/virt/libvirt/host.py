@@ -103,7 +103,9 @@ class Host:
         self._conn = conn
         self._nodename = nodename
         self._reconnect = reconnect
-        #: NodeDeviceLeftOut of the last listing (devices(), discover())
+        #: The warnings of the last listing (devices(), discover()): every
+        #: node device left out (NodeDeviceLeftOut), every value capped
+        #: (NodeDeviceValueCapped)
         self.left_out = []
         self.libvirt = libvirt or seam.real()
 
@@ -203,7 +205,8 @@ class Host:
         """Parsed node devices (:mod:`.nodedev` objects) of a listing;
         devices of other kinds are dropped, and one we cannot read does
         not make the host unusable: it is left out, and reported in
-        :attr:`left_out` (reset by each call)."""
+        :attr:`left_out` (reset by each call), as is every count that was
+        capped."""
         parsed = []
         self.left_out = []
         for name, xml, active in entries:
@@ -216,6 +219,8 @@ class Host:
                 item = dataclasses.replace(item, active=False)
             if item is not None:
                 parsed.append(item)
+                if getattr(item, 'mdev_types', ()):
+                    self.left_out.extend(records_mod.value_warnings(item))
         return parsed
 
     def devices(self, flags=None):
@@ -273,9 +278,8 @@ class Host:
         devices = self._devices_of(
             self.discovery_input() if source is None else source)
         return records_mod.build_records(
-            self.hostname,
-            devices + records_mod.vanished_stand_ins(devices, held),
-            settings, left_out=self.left_out)
+            self.hostname, devices, settings, left_out=self.left_out,
+            stand_ins=records_mod.vanished_stand_ins(devices, held))
 
     def _devices_of(self, source):
         return self.parse(source)
@@ -294,8 +298,8 @@ class Host:
         mdev (defined but stopped ones are left out)."""
         found = self.devices(self.libvirt.list_mdev_types
                              | self.libvirt.list_mdev)
-        address_of = {d.name: d.address for d in found
-                      if not isinstance(d, nodedev.Mdev)}
+        address_of = {d.name: d.address for d in found if isinstance(
+            d, (nodedev.PciFunction, nodedev.VirtualParent))}
         return {d.uuid: MdevLocation(
                     nodenames.parent_address(d, address_of), d.mdev_type)
                 for d in found if isinstance(d, nodedev.Mdev) and d.active}

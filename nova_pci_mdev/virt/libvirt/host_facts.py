@@ -21,18 +21,21 @@ import json
 import os
 import tempfile
 
+from nova_pci_mdev import input_files
 from nova_pci_mdev.virt.libvirt import nodedev
 from nova_pci_mdev.virt.libvirt import nodenames
 from nova_pci_mdev.virt.libvirt import records
 
 FILE = 'host-facts.json'
-VERSION = 2
+VERSION = 3
 
 
 @dataclasses.dataclass(frozen=True)
 class HostFacts:
     capacity: dict          # (parent address, mdev type) -> total
-    initial: tuple          # (uuid, parent address, mdev type) of the file
+    #: (uuid, parent address, mdev type) of the file's mdevs whose parent
+    #: is an mdev parent of the file (the others are discovery's to name)
+    initial: tuple
     numa_nodes: tuple       # distinct NUMA nodes of the devices (no None)
     #: (device, reason) of the file's mdevs left out: a UUID under two
     #: parents is believed under neither.
@@ -46,7 +49,8 @@ def from_devices(devices):
     for dev in devices:
         if isinstance(dev, nodedev.Mdev):
             mdevs.append(dev)
-        elif getattr(dev, 'mdev_types', ()):
+        elif isinstance(dev, (nodedev.PciFunction, nodedev.VirtualParent)
+                        ) and dev.mdev_types:
             parents[dev.name] = dev
     # The same mdev UUID under two parents: neither is believed, so
     # neither parent is offered a slot the host does not have.
@@ -65,10 +69,11 @@ def from_devices(devices):
             capacity[key] = kind.available_instances + used.get(key, 0)
     nodes = {getattr(d, 'numa_node', None) for d in devices}
     nodes.discard(None)
+    hosts = {dev.address for dev in parents.values()}
     return HostFacts(
         capacity=capacity,
         initial=tuple((m.uuid, parent, m.mdev_type)
-                      for m, parent in located if parent is not None),
+                      for m, parent in located if parent in hosts),
         numa_nodes=tuple(sorted(nodes)),
         left_out=tuple((p.kwargs['device'], p.kwargs['reason'])
                        for p in duplicates))
@@ -77,8 +82,8 @@ def from_devices(devices):
 def load(state_dir, digest):
     """The facts recorded for ``digest``, or None."""
     try:
-        with open(os.path.join(state_dir, FILE), encoding='utf-8') as f:
-            doc = json.load(f)
+        doc = input_files.load_json(os.path.join(state_dir, FILE),
+                                    follow=False)
         if doc['version'] != VERSION or doc['digest'] != digest:
             return None
         facts = HostFacts(
@@ -86,7 +91,7 @@ def load(state_dir, digest):
             initial=tuple((u, p, t) for u, p, t in doc['initial']),
             numa_nodes=tuple(doc['numa_nodes']),
             left_out=tuple((d, r) for d, r in doc['left_out']))
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     return facts if _well_formed(facts) else None
 

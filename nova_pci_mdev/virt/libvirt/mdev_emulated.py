@@ -36,6 +36,7 @@ import os
 import tempfile
 
 from nova_pci_mdev import exception
+from nova_pci_mdev import input_files
 from nova_pci_mdev import names
 from nova_pci_mdev import store_files
 from nova_pci_mdev.virt.libvirt import mdev
@@ -109,13 +110,10 @@ class EmulatedBackend(mdev.MdevBackend):
 
     def _load(self):
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC
-                         | os.O_NOFOLLOW)
-            with os.fdopen(fd) as f:
-                doc = json.load(f)
+            doc = input_files.load_json(self.path, follow=False)
         except FileNotFoundError:
             return {}           # removed behind our back: no mdevs
-        except (OSError, ValueError, RecursionError) as exc:
+        except (OSError, ValueError) as exc:
             raise exception.StoreError(path=self.path, reason=str(exc))
         if (not isinstance(doc, dict) or doc.get('version') != STATE_VERSION
                 or not isinstance(doc.get('mdevs'), dict)):

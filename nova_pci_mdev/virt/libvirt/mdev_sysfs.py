@@ -28,10 +28,19 @@ The write itself goes through ``writer(path, data)`` (default: ``open(2)``
 """
 
 import os
+import re
 
 from nova_pci_mdev import exception
+from nova_pci_mdev import input_files
 from nova_pci_mdev import names
 from nova_pci_mdev.virt.libvirt import mdev
+
+
+#: The most read of an attribute file (sysfs gives at most a page).
+ATTRIBUTE_BYTES = 4096
+#: A count or a PID as the kernel writes it: ASCII digits (``str.isdigit``
+#: and ``int`` also take other scripts' digits).
+_DECIMAL_RE = re.compile(r'[0-9]{1,19}')
 
 
 def write_attribute(path, data):
@@ -172,18 +181,16 @@ class SysfsBackend(mdev.MdevBackend):
                 mdev_type=mdev_type, parent=parent, errno='EACCES',
                 reason='%s resolves outside %s' % (path, self.sys))
         try:
-            with open(path) as f:
-                text = f.read().strip()
+            text = input_files.read_text(
+                path, encoding='ascii', errors='replace',
+                max_bytes=ATTRIBUTE_BYTES, follow=False).strip()
         except OSError as exc:
             raise exception.MdevTypeError(
                 mdev_type=mdev_type, parent=parent,
-                errno=mdev.errno_name(exc.errno),
+                errno=mdev.errno_name(exc.errno) if exc.errno else 'EINVAL',
                 reason='cannot read %s: %s' % (
                     path, os.strerror(exc.errno) if exc.errno else exc))
-        try:
-            value = int(text)
-        except ValueError:
-            value = -1
+        value = int(text) if _DECIMAL_RE.fullmatch(text) else -1
         if value < 0:
             raise exception.MdevTypeError(
                 mdev_type=mdev_type, parent=parent, errno=None,
@@ -201,7 +208,8 @@ def _pids_holding(proc, targets):
     if not targets:
         return []
     try:
-        pids = [e.name for e in os.scandir(proc) if e.name.isdigit()]
+        pids = [e.name for e in os.scandir(proc)
+                if _DECIMAL_RE.fullmatch(e.name)]
     except OSError:
         return []
     found = []

@@ -52,7 +52,7 @@ def parse_domain(text):
     root = xmlsafe.parse_xml(
         text, lambda reason: exception.LibvirtXmlError(element='domain',
                                                        reason=reason),
-        keep_comments=True)
+        keep_comments=True, max_depth=xmlsafe.GUEST_MAX_DEPTH)
     if root.tag != 'domain':
         raise exception.LibvirtXmlError(
             element='domain', reason='got <%s> instead' % root.tag)

@@ -15,12 +15,16 @@ one node device (``virNodeDeviceGetXMLDesc``) into one of
   ``mdev_<uuid with _>`` or, since libvirt 7.7, ``mdev_<uuid>_<parent>``;
   the UUID comes from ``<uuid>`` when present (libvirt >= 7.3) else from
   the name;
+- :class:`OtherMdevParent`: an mdev parent of another kind (s390
+  ``ap_matrix``, ``css``): parsed to be named in a warning, never used;
 
 or None for every other kind of device (system, net, usb, scsi...).
 
 Invariants: addresses are canonical (``names.normalize_address``), vendor
 and product ids are 4 lower-case hex digits without ``0x``, mdev type ids
-pass ``names.validate_mdev_type``, UUIDs are lower case. Any XML that
+pass ``names.validate_mdev_type``, UUIDs are lower case, integers are
+ASCII digits, at most :data:`MAX_COUNT` (a larger ``availableInstances``
+is capped, the XML's value kept; a larger NUMA node is refused). Any XML that
 breaks them, is malformed or declares a DOCTYPE/ENTITY (:mod:`.xmlsafe`:
 entity expansion is never performed) raises
 :class:`~nova_pci_mdev.exception.NodeDeviceXMLInvalid` naming the device.
@@ -46,6 +50,12 @@ _LIBVIRT_ADDRESS_ATTRS_RE = re.compile(
     r'0x([0-9a-fA-F]{4}:)0x([0-9a-fA-F]{2}:)0x([01][0-9a-fA-F]\.)0x([0-7])')
 _DECIMAL_ADDRESS_RE = re.compile(
     r'([0-9]{1,5}):([0-9]{1,3}):([0-9]{1,2})\.([0-7])')
+#: Integers in ASCII digits (``int`` also reads other scripts' and ``_``).
+_INTEGER_RES = {base: re.compile(r'-?%s+|0[xX][0-9a-fA-F]+' % digits)
+                for base, digits in ((10, '[0-9]'), (16, '[0-9a-fA-F]'))}
+#: The largest count or NUMA node kept: what Nova's integer fields and
+#: columns and Placement's inventory totals hold (signed 32 bits).
+MAX_COUNT = 2 ** 31 - 1
 
 
 # -- dataclasses -----------------------------------------------------------
@@ -56,13 +66,15 @@ class MdevType:
 
     ``name`` is None when the vendor driver gives none (Intel GVT-g);
     ``device_api`` is None when absent (the schema requires it, we do not
-    need it).
+    need it). ``reported_instances``: the XML's value when it was more
+    than :data:`MAX_COUNT`, the ``available_instances`` kept.
     """
 
     id: str
     name: str | None
     device_api: str | None
     available_instances: int
+    reported_instances: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +123,17 @@ class VirtualParent:
 
 
 @dataclasses.dataclass(frozen=True)
+class OtherMdevParent:
+    """An mdev parent of another ``kind`` (its capability); ``address`` as
+    for :class:`VirtualParent`, None when that is no valid name."""
+
+    name: str
+    kind: str
+    address: str | None
+    mdev_types: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
 class Mdev:
     """A mediated device.
 
@@ -151,13 +174,14 @@ class _Context:
         return child.text.strip()
 
     def integer(self, value, what, minimum=0, maximum=None, base=10):
-        """Parse ``value``; decimal, or hex with an ``0x`` prefix."""
+        """Parse ``value``; decimal (or hex digits with ``base=16``), or
+        hex with an ``0x`` prefix; ASCII digits only."""
         text = (value or '').strip()
+        hexa = text[:2] in ('0x', '0X')
         try:
-            if text.lower().startswith('0x'):
-                number = int(text[2:], 16)
-            else:
-                number = int(text, base)
+            if not _INTEGER_RES[base].fullmatch(text):
+                raise ValueError(text)
+            number = int(text[2:] if hexa else text, 16 if hexa else base)
         except ValueError:
             raise self.error('%s %r is not an integer' % (what, value))
         if number < minimum or (maximum is not None and number > maximum):
@@ -177,8 +201,7 @@ class _Context:
         return match.group(2).lower().zfill(4), name
 
     def pci_address(self, parts):
-        """Canonical address from ``(domain, bus, slot, function)``
-        integers checked against :data:`_PCI_LIMITS`."""
+        """Canonical address of checked ``(domain, bus, slot, function)``."""
         return '%04x:%02x:%02x.%x' % parts
 
     def address_parts(self, values, what, base):
@@ -235,13 +258,13 @@ def _mdev_types(ctx, cap):
         if type_id in seen:
             raise ctx.error('mdev type %r listed twice' % type_id)
         seen.add(type_id)
-        available = ctx.text(elem, 'availableInstances')
+        available = ctx.integer(ctx.text(elem, 'availableInstances'),
+                                'availableInstances of %s' % type_id)
         types.append(MdevType(
-            id=type_id,
-            name=ctx.text(elem, 'name', required=False),
-            device_api=ctx.text(elem, 'deviceAPI', required=False),
-            available_instances=ctx.integer(
-                available, 'availableInstances of %s' % type_id)))
+            type_id, ctx.text(elem, 'name', required=False),
+            ctx.text(elem, 'deviceAPI', required=False),
+            min(available, MAX_COUNT),
+            available if available > MAX_COUNT else None))
     if not types:
         raise ctx.error('mdev_types capability lists no <type>')
     return tuple(types)
@@ -254,7 +277,8 @@ def _parse_pci(ctx, root, cap):
     numa_node = None
     numa = cap.find('numa')
     if numa is not None and numa.get('node') not in (None, '-1'):
-        numa_node = ctx.integer(numa.get('node'), 'numa node')
+        numa_node = ctx.integer(numa.get('node'), 'numa node',
+                                maximum=MAX_COUNT)
     phys_function = None
     virt_functions = []
     sriov_capable = False
@@ -283,16 +307,29 @@ def _parse_pci(ctx, root, cap):
         product_name=product_name)
 
 
-def _parse_virtual_parent(ctx, root, cap):
+def _sysfs_name(ctx, root):
     path = _text_or_none(root, 'path')
-    candidate = path.rstrip('/').rsplit('/', 1)[-1] if path else ctx.device
+    return names.normalize_address(
+        path.rstrip('/').rsplit('/', 1)[-1] if path else ctx.device)
+
+
+def _parse_virtual_parent(ctx, root, cap):
     try:
-        address = names.normalize_address(candidate)
+        address = _sysfs_name(ctx, root)
     except exception.Invalid as exc:
         raise ctx.error('virtual parent name: %s' % exc)
     return VirtualParent(name=ctx.device, address=address,
                          parent=_text_or_none(root, 'parent'),
                          mdev_types=_mdev_types(ctx, cap))
+
+
+def _parse_other_parent(ctx, root, cap, types):
+    try:
+        address = _sysfs_name(ctx, root)
+    except exception.Invalid:
+        address = None
+    return OtherMdevParent(ctx.device, cap.get('type'), address,
+                           _mdev_types(ctx, types))
 
 
 def _parse_mdev(ctx, root, cap):
@@ -331,11 +368,8 @@ def _text_or_none(elem, tag):
     return child.text.strip() or None
 
 
-_PARSERS = {
-    'pci': _parse_pci,
-    'mdev_types': _parse_virtual_parent,
-    'mdev': _parse_mdev,
-}
+_PARSERS = {'pci': _parse_pci, 'mdev_types': _parse_virtual_parent,
+            'mdev': _parse_mdev}
 
 
 def parse_node_device(xml, device_name=None):
@@ -353,8 +387,13 @@ def parse_node_device(xml, device_name=None):
     if not name:
         raise _Context(label).error('missing <name>')
     ctx = _Context(name)
-    for cap in root.findall('capability'):
+    caps = root.findall('capability')
+    for cap in caps:
         parser = _PARSERS.get(cap.get('type'))
         if parser is not None:
             return parser(ctx, root, cap)
+    for cap in caps:
+        types = cap.find("capability[@type='mdev_types']")
+        if types is not None:
+            return _parse_other_parent(ctx, root, cap, types)
     return None

@@ -37,10 +37,14 @@ import shutil
 import tempfile
 
 from nova_pci_mdev import exception
+from nova_pci_mdev import input_files
 from nova_pci_mdev.virt.libvirt import nvidia_sysfs
 from nova_pci_mdev.virt.libvirt import nvidia_vf
 
 CATALOGUE = 'nvidia_emulation.json'
+#: The most an attribute file of the tree may hold (a sysfs attribute is
+#: at most a page).
+ATTRIBUTE_BYTES = 4096
 
 
 def _oserror(err, path):
@@ -68,8 +72,7 @@ def load_catalogue(root):
     sysfs would list them, framebuffers whole numbers of MB."""
     path = os.path.join(root, CATALOGUE)
     try:
-        with open(path, encoding='utf-8') as handle:
-            data = json.load(handle)
+        data = input_files.load_json(path, follow=False)
         gpus = {}
         for pf, spec in data['gpus'].items():
             gpus[_address('PF', pf)] = _gpu(pf, spec)
@@ -183,10 +186,16 @@ class EmulatedDriver(object):
     # -- the state, as files -------------------------------------------------
 
     def current(self, vf):
-        """The type id ``vf`` holds (0: none), from its file."""
+        """The type id ``vf`` holds (0: none), from its file (a regular
+        file of at most a page, as sysfs attributes are)."""
         path = os.path.join(_vf_dir(self.root, vf), nvidia_vf.CURRENT_FILE)
-        with open(path, encoding='ascii') as handle:
-            return nvidia_vf.parse_current(handle.read(), path)
+        try:
+            text = input_files.read_text(path, encoding='ascii',
+                                         max_bytes=ATTRIBUTE_BYTES,
+                                         follow=False)
+        except input_files.NotAnInputFile as exc:
+            raise OSError(errno.EINVAL, str(exc), path) from None
+        return nvidia_vf.parse_current(text, path)
 
     def creatable(self, vf):
         """What ``vf`` can take now (see the module docstring)."""
@@ -275,14 +284,21 @@ def seeded_sysfs(source, state_dir):
 
     The copy (``<state_dir>/nvidia-sysfs``) is made once, atomically; it is
     then the host's truth (the vGPU types claims wrote), as the emulated
-    mdevs of a ``test://`` host are.
+    mdevs of a ``test://`` host are. Only directories and regular files are
+    copied, within :func:`~nova_pci_mdev.input_files.copy_tree`'s bounds:
+    a link (to ``/dev/zero``, to ``../../etc``), a FIFO or a device in the
+    tree is refused (VgpuVfError naming it), nothing outside it is read.
     """
     root = os.path.join(state_dir, 'nvidia-sysfs')
     if not os.path.isdir(root):
         scratch = tempfile.mkdtemp(prefix='.nvidia-sysfs-', dir=state_dir)
         try:
-            shutil.copytree(source, os.path.join(scratch, 'tree'))
+            input_files.copy_tree(source, os.path.join(scratch, 'tree'))
             os.rename(os.path.join(scratch, 'tree'), root)
+        except input_files.TreeRefused as exc:
+            raise exception.VgpuVfError(
+                address=source, reason='the sysfs tree of the sidecar is '
+                'not copied: %s %s' % (exc.filename, exc.strerror)) from None
         except OSError as exc:
             if not os.path.isdir(root):
                 raise exception.VgpuVfError(

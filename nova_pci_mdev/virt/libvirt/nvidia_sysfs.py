@@ -31,10 +31,16 @@ The write goes through ``writer(path, data)`` (default: ``open(2)`` +
 import os
 
 from nova_pci_mdev import exception
+from nova_pci_mdev import input_files
 from nova_pci_mdev import names
 from nova_pci_mdev.virt.libvirt import mdev
 from nova_pci_mdev.virt.libvirt import mdev_sysfs
 from nova_pci_mdev.virt.libvirt import nvidia_vf
+
+
+#: The most read of an attribute file (sysfs gives at most a page; NVIDIA's
+#: creatable list of a large GPU stays far below).
+ATTRIBUTE_BYTES = 65536
 
 
 def vf_address(value):
@@ -77,8 +83,14 @@ class NvidiaVfSysfs(object):
     def _read(self, address, name):
         path = self._guarded(address, name)
         try:
-            with open(path, encoding='ascii', errors='replace') as handle:
-                return handle.read(65536), path
+            return input_files.read_text(
+                path, encoding='ascii', errors='replace',
+                max_bytes=ATTRIBUTE_BYTES, follow=False), path
+        except input_files.NotAnInputFile as exc:
+            raise exception.VgpuVfError(
+                address=address, errno='EINVAL',
+                reason='cannot read %s: it %s (a sysfs attribute of at most '
+                       '%d bytes)' % (path, exc, ATTRIBUTE_BYTES)) from None
         except OSError as exc:
             raise exception.VgpuVfError(
                 address=address, errno=mdev.errno_name(exc.errno),

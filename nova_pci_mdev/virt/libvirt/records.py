@@ -32,8 +32,16 @@ Records (the device record contract of the tracker):
   and ``extra_info['mdev_exposed'] = 'false'``, so that they stay visible
   (an instance may hold one) but the tracker must not hand them out.
 
-mdevs whose parent is not an mdev parent of the listing are left out of the
-records (they are still returned by :meth:`.host.Host.list_mdevs`).
+Nothing libvirt lists is left out without a word: every node device that
+yields no record is reported in ``left_out`` (a ``NodeDeviceLeftOut``
+naming it and why, with what is known of it), exactly once: a device whose
+address or UUID another one claims too (:func:`unique`), an mdev parent of
+another kind (s390 ``ap_matrix``, ``css``: :class:`.nodedev.
+OtherMdevParent`), and an mdev whose parent is missing, left out or no
+mdev parent (a guest may be using it; it is still returned by
+:meth:`.host.Host.list_mdevs`). Stand-ins for held mdevs the host no
+longer lists (:func:`vanished_stand_ins`) are libvirt's to report, not
+ours: an orphaned one is kept out silently.
 """
 
 import collections
@@ -210,7 +218,7 @@ def unique(devices, left_out):
 
 def _index(devices, left_out):
     """Split parsed devices; map node names to addresses; drop devices
-    whose identity is claimed twice."""
+    whose identity is claimed twice, and other kinds of mdev parents."""
     address_of = {}
     functions = []
     mdevs = []
@@ -220,23 +228,62 @@ def _index(devices, left_out):
         elif isinstance(dev, (nodedev.PciFunction, nodedev.VirtualParent)):
             functions.append(dev)
             address_of[dev.name] = dev.address
+        elif isinstance(dev, nodedev.OtherMdevParent):
+            left_out.append(_other_parent(dev))
     return functions, mdevs, address_of
 
 
-def build_records(nodename, devices, settings, left_out=None):
+def _other_parent(dev):
+    types = ','.join(t.id for t in dev.mdev_types)
+    return exception.NodeDeviceLeftOut(
+        device=dev.name, address=dev.address, mdev_types=types,
+        reason='an mdev parent of kind %s offering mdev type(s) %s: '
+               'nova-pci-mdev uses only PCI functions and virtual devices '
+               '(mtty) as mdev parents, so none of its types is offered'
+               % (dev.kind, types))
+
+
+def _orphan(mdev, parent_addr, functions, left_names):
+    """The NodeDeviceLeftOut of an mdev whose parent is no mdev parent of
+    the listing (``parent_addr``: where its parent would be)."""
+    parent = mdev.parent or mdev.parent_addr or parent_addr
+    found = functions.get(parent_addr)
+    if parent is None:
+        why = 'it names no parent'
+    elif parent in left_names or parent_addr in left_names:
+        why = 'its parent %s is left out too' % parent
+    elif found is not None:
+        why = 'its parent %s (%s) has no mdev types' % (found.name,
+                                                        found.address)
+    else:
+        why = ('its parent %s is not listed by libvirt as a PCI function or '
+               'an mdev parent' % parent)
+    return exception.NodeDeviceLeftOut(
+        device=mdev.name, address=mdev.uuid,
+        dev_type=DevType.MDEV_VF, mdev_type=mdev.mdev_type, parent=parent,
+        parent_addr=parent_addr,
+        reason='mdev %s of type %s, which a guest may be using, is not '
+               'tracked: %s' % (mdev.uuid, mdev.mdev_type, why))
+
+
+def build_records(nodename, devices, settings, left_out=None,
+                  stand_ins=()):
     """Device records from parsed node devices (see the module docstring).
 
     ``devices``: :mod:`.nodedev` objects (None entries and other kinds are
     ignored). ``settings``: anything with ``exposed_type(parent_addr,
     supported_type_ids) -> MdevTypeOptions | None``. Parents come sorted by
-    address, each followed by its slots. Devices whose address or UUID is
-    claimed twice are left out and reported in ``left_out`` (a list).
+    address, each followed by its slots. Every device that gives no record
+    is reported in ``left_out`` (a list), once. ``stand_ins``:
+    :func:`vanished_stand_ins` of held slots (never reported).
     """
-    functions, mdevs, address_of = _index(
-        devices, left_out if left_out is not None else [])
+    left_out = left_out if left_out is not None else []
+    functions, mdevs, address_of = _index(list(devices) + list(stand_ins),
+                                          left_out)
     by_parent = collections.defaultdict(list)
     for mdev in mdevs:
         by_parent[nodenames.parent_address(mdev, address_of)].append(mdev)
+    _report_orphans(by_parent, functions, stand_ins, left_out)
     records = []
     for dev in sorted(functions, key=lambda d: d.address):
         if isinstance(dev, nodedev.VirtualParent) or dev.is_mdev_parent:
@@ -245,6 +292,34 @@ def build_records(nodename, devices, settings, left_out=None):
         else:
             records.append(_pci_record(dev))
     return records
+
+
+def _report_orphans(by_parent, functions, stand_ins, left_out):
+    """Report the mdevs of ``by_parent`` (``{parent address: mdevs}``)
+    whose parent gives no records, stand-ins excepted."""
+    parents = {d.address for d in functions
+               if isinstance(d, nodedev.VirtualParent) or d.is_mdev_parent}
+    orphans = sorted(((m, key) for key, group in by_parent.items()
+                      if key not in parents for m in group),
+                     key=lambda pair: pair[0].name)
+    if not orphans:
+        return
+    ours = {id(m) for m in stand_ins}
+    plain = {d.address: d for d in functions if d.address not in parents}
+    left_names = {p.kwargs.get(k) for p in left_out
+                  for k in ('device', 'address')} - {None}
+    left_out.extend(_orphan(m, key, plain, left_names)
+                    for m, key in orphans if id(m) not in ours)
+
+
+def value_warnings(dev):
+    """NodeDeviceValueCapped of each count of ``dev`` (a parsed node
+    device) that :mod:`.nodedev` capped."""
+    return [exception.NodeDeviceValueCapped(
+                device=dev.name, field='availableInstances of %s' % kind.id,
+                value=kind.reported_instances, cap=nodedev.MAX_COUNT)
+            for kind in getattr(dev, 'mdev_types', ())
+            if kind.reported_instances is not None]
 
 
 def vanished_stand_ins(devices, held):

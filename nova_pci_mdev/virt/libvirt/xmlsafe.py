@@ -28,7 +28,32 @@ _REFUSE_ENTITY = _refuse('an ENTITY declaration')
 _REFUSE_EXTERNAL = _refuse('an external entity reference')
 
 
-def parse_xml(text, on_error, keep_comments=False):
+#: The deepest guest XML read: libvirt's domain XML nests about eight
+#: deep; ElementTree writes (and copies) a tree by recursion, which fails
+#: near the interpreter's limit of 1,000.
+GUEST_MAX_DEPTH = 100
+
+
+class _Depth:
+    """Start/end handlers that refuse elements nested deeper than
+    ``limit`` before the builder sees them."""
+
+    def __init__(self, builder, limit):
+        self.builder, self.limit, self.level = builder, limit, 0
+
+    def start(self, tag, attrs):
+        self.level += 1
+        if self.level > self.limit:
+            raise _Refused('<%s> is nested more than %d elements deep '
+                           '(the most read)' % (tag, self.limit))
+        return self.builder.start(tag, attrs)
+
+    def end(self, tag):
+        self.level -= 1
+        return self.builder.end(tag)
+
+
+def parse_xml(text, on_error, keep_comments=False, max_depth=None):
     """Parse ``text`` into an ``Element`` without any entity expansion.
 
     A DOCTYPE, an entity declaration or an external entity reference is
@@ -38,7 +63,10 @@ def parse_xml(text, on_error, keep_comments=False):
     predefined XML entities and character references are decoded.
     ``on_error(reason)`` must return the exception to raise. With
     ``keep_comments`` the comments inside the root element stay in the
-    tree (``ElementTree.Comment`` nodes).
+    tree (``ElementTree.Comment`` nodes). With ``max_depth`` a document
+    whose elements nest deeper is refused (for trees that are written back
+    or copied: both recurse); a document with fewer start tags than that
+    is not counted.
     """
     if text is None or (isinstance(text, (str, bytes)) and not text.strip()):
         raise on_error('empty XML document')
@@ -53,8 +81,11 @@ def parse_xml(text, on_error, keep_comments=False):
     parser.StartDoctypeDeclHandler = _REFUSE_DOCTYPE
     parser.EntityDeclHandler = _REFUSE_ENTITY
     parser.ExternalEntityRefHandler = _REFUSE_EXTERNAL
-    parser.StartElementHandler = builder.start
-    parser.EndElementHandler = builder.end
+    handlers = builder
+    if max_depth is not None and _start_tags(text) > max_depth:
+        handlers = _Depth(builder, max_depth)
+    parser.StartElementHandler = handlers.start
+    parser.EndElementHandler = handlers.end
     parser.CharacterDataHandler = builder.data
     parser.buffer_text = True
     try:
@@ -67,3 +98,9 @@ def parse_xml(text, on_error, keep_comments=False):
     except UnicodeError as exc:
         raise on_error('XML text is not encodable as UTF-8 (lone '
                        'surrogate?): %s' % exc) from None
+
+
+def _start_tags(text):
+    """At least the number of start tags of ``text`` (every one begins
+    with ``<``)."""
+    return text.count(b'<' if isinstance(text, bytes) else '<')
