@@ -26,7 +26,14 @@ Tables (``--tables``):
 * ``hash``: the ``main`` queries on a copy of the installed ``placement``
   package with ``patches/placement/0001-*.patch`` applied (the copy goes
   first on the server's ``PYTHONPATH``; the measured process runs the
-  patched files, nothing is monkeypatched).
+  patched files, nothing is monkeypatched);
+* ``isolate``: the ``main`` queries with ``group_policy=isolate`` and the
+  wide-tree settings (the only ones patch 0002 changes: its code runs only
+  with ``optimize_for_wide_provider_trees`` and ``isolate``) on a copy
+  with ``0001`` and ``0002`` applied.
+
+In a series of queries that differ only in N, a query is not run once a
+smaller N timed out (the candidates only grow with N); the table says so.
 
 Every query runs in a child process of a Placement server
 (:mod:`benchmarks.placement_server`) under a wall-clock bound
@@ -56,7 +63,7 @@ from benchmarks import sections
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, 'benchmarks', 'RESULTS.md')
-PATCH_GLOB = os.path.join(ROOT, 'patches', 'placement', '0001-*.patch')
+PATCHES = os.path.join(ROOT, 'patches', 'placement')
 NOVA_PYTHON = os.path.join(ROOT, 'benchmarks', '.nova-venv', 'bin',
                            'python')
 
@@ -75,7 +82,9 @@ SETTINGS = collections.OrderedDict((
               'optimize_for_wide_provider_trees': True}),
 ))
 COUNTS = (1, 2, 4, 8)
-TABLES = ('main', 'one-group', 'hash')
+TABLES = ('main', 'one-group', 'hash', 'isolate')
+#: table -> how many patches of patches/placement/ its Placement has.
+PATCHED = {'main': 0, 'one-group': 0, 'hash': 1, 'isolate': 2}
 QUICK = {'shapes': ('b', 'a'), 'models': ('per-GPU',), 'counts': (1, 2),
          'policies': ('default',), 'tables': ('main',), 'timeout': 10}
 TIMEOUT = 60
@@ -91,7 +100,7 @@ def log(message):
 
 @dataclasses.dataclass(frozen=True)
 class Case:
-    table: str           # main, one-group, hash
+    table: str           # one of TABLES
     shape: str
     model: str
     n: int
@@ -99,8 +108,14 @@ class Case:
     settings: str        # a key of SETTINGS
 
     @property
-    def variant(self):
-        return 'fixed-hash' if self.table == 'hash' else 'stock'
+    def patches(self):
+        """How many patches of patches/placement/ the server runs with."""
+        return PATCHED[self.table]
+
+    def series(self):
+        """The cases that differ from this one only in N."""
+        return (self.table, self.shape, self.model, self.policy,
+                self.settings)
 
     @property
     def translation(self):
@@ -126,6 +141,9 @@ def plan(shapes, counts, policies, tables, models=None):
                         for policy in policies:
                             if table == 'one-group' and policy != 'default':
                                 continue    # one group: nothing to isolate
+                            if table == 'isolate' and (
+                                    policy, settings) != ('isolate', 'wide'):
+                                continue    # 0002 changes nothing else
                             cases.append(Case(table, key, model, n, policy,
                                               settings))
     return cases
@@ -161,19 +179,31 @@ class Server:
                              % self.proc.returncode)
 
 
-def patched_copy(workdir, patch):
-    """A copy of the installed ``placement`` package with ``patch`` applied
-    (``git apply``); the directory to put first on ``PYTHONPATH``."""
+def placement_patches(count):
+    """The first ``count`` patches of patches/placement/, in order."""
+    found = sorted(glob.glob(os.path.join(PATCHES, '[0-9][0-9][0-9][0-9]-'
+                                                   '*.patch')))
+    if len(found) < count:
+        raise SystemExit('%d patches needed in %s, found %d' % (
+            count, PATCHES, len(found)))
+    return found[:count]
+
+
+def patched_copy(workdir, patches):
+    """A copy of the installed ``placement`` package with ``patches``
+    applied in order (``git apply``); the directory to put first on
+    ``PYTHONPATH``."""
     import placement
-    target = os.path.join(workdir, 'placement-patched')
+    target = os.path.join(workdir, 'placement-%d' % len(patches))
     shutil.copytree(os.path.dirname(placement.__file__),
                     os.path.join(target, 'placement'),
                     ignore=shutil.ignore_patterns('__pycache__'))
-    done = subprocess.run(['git', 'apply', '--whitespace=nowarn', patch],
-                          cwd=target, capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit('cannot apply %s to a copy of %s: %s' % (
-            patch, os.path.dirname(placement.__file__), done.stderr))
+    for patch in patches:
+        done = subprocess.run(['git', 'apply', '--whitespace=nowarn', patch],
+                              cwd=target, capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit('cannot apply %s to a copy of %s: %s' % (
+                patch, os.path.dirname(placement.__file__), done.stderr))
     return target
 
 
@@ -199,21 +229,23 @@ def measure(server, case, timeout, memory_mb):
     return runs
 
 
-def run_cases(cases, workdir, timeout, memory_mb, patch):
-    """``{case key: [query replies]}``, ``{server label: about}``."""
+def run_cases(cases, workdir, timeout, memory_mb):
+    """``{case key: [query replies]}``, ``{server label: about}``. The
+    trees of a (shape, model) are built once, by the first server that
+    needs them, into a database file the later servers open."""
     by_server = collections.OrderedDict()
     for case in cases:
-        by_server.setdefault((case.variant, case.shape, case.model),
+        by_server.setdefault((case.patches, case.shape, case.model),
                              []).append(case)
-    replies, about = {}, {}
-    copy = None
-    for (variant, shape, model), group in by_server.items():
+    replies, about, copies, timed_out = {}, {}, {0: None}, {}
+    for (patches, shape, model), group in by_server.items():
         db = os.path.join(workdir, '%s-%s.db' % (shape, model))
         fresh = not os.path.exists(db)
-        if variant == 'fixed-hash' and copy is None:
-            copy = patched_copy(workdir, patch)
-        server = Server(db, copy if variant == 'fixed-hash' else None)
-        label = '%s %s %s' % (variant, shape, model)
+        if patches not in copies:
+            copies[patches] = patched_copy(workdir,
+                                           placement_patches(patches))
+        server = Server(db, copies[patches])
+        label = '%d-patches %s %s' % (patches, shape, model)
         about[label] = server.ask('about')
         if fresh:
             built = server.ask('build', shape=shape, model=model)
@@ -222,7 +254,15 @@ def run_cases(cases, workdir, timeout, memory_mb, patch):
                 % (shape, model, built['providers'], built['seconds']))
         start = time.perf_counter()
         for case in group:
-            replies[case.key()] = measure(server, case, timeout, memory_mb)
+            smaller = timed_out.get(case.series())
+            if smaller is not None and smaller < case.n:
+                replies[case.key()] = [{'status': 'skipped',
+                                        'after': smaller}]
+            else:
+                replies[case.key()] = measure(server, case, timeout,
+                                              memory_mb)
+                if replies[case.key()][0]['status'] == 'timeout':
+                    timed_out.setdefault(case.series(), case.n)
             log('placement: %s N=%d %s %s %s: %s' % (
                 label, case.n, case.policy, case.settings, case.table,
                 placement_report.brief(replies[case.key()])))
@@ -367,16 +407,11 @@ def main(argv=None):
 
 
 def run(args):
-    patch = None
-    if 'hash' in args.tables:
-        found = sorted(glob.glob(PATCH_GLOB))
-        if not found:
-            raise SystemExit('--tables hash needs %s' % PATCH_GLOB)
-        patch = found[0]
+    patches = placement_patches(max(PATCHED[t] for t in args.tables))
     results = {'machine': machine(), 'quick': args.quick,
                'timeout': args.timeout, 'memory_mb': args.memory_mb,
                'settings': SETTINGS, 'counts': list(args.counts),
-               'patch': patch and os.path.relpath(patch, ROOT)}
+               'patches': [os.path.relpath(p, ROOT) for p in patches]}
     results['nova_check'] = check_queries(args.nova_python, args.counts)
     cases = plan(args.shapes, args.counts, args.policies, args.tables,
                  args.models)
@@ -387,7 +422,7 @@ def run(args):
                                else None)
     try:
         replies, about = run_cases(cases, workdir, args.timeout,
-                                   args.memory_mb, patch)
+                                   args.memory_mb)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     results['cases'] = [dict(dataclasses.asdict(c), runs=replies[c.key()])

@@ -35,7 +35,7 @@ def summary(runs):
         first = failed[0]
         out.update(status=first['status'], wall=first.get('wall'),
                    cpu=first.get('cpu', first.get('child_cpu')),
-                   detail=first.get('detail'))
+                   detail=first.get('detail'), after=first.get('after'))
         return out
     out.update(status='ok', wall=median([r['wall'] for r in ok]),
                cpu=median([r['cpu'] for r in ok]),
@@ -45,6 +45,8 @@ def summary(runs):
 
 def brief(runs):
     s = summary(runs)
+    if s['status'] == 'skipped':
+        return 'not run: N=%d timed out' % s['after']
     if s['status'] != 'ok':
         return '%s after %.1f s (CPU %.1f s, %s)' % (
             s['status'], s['wall'] or 0, s['cpu'] or 0, fmt_mb(s['rss_kib']))
@@ -81,6 +83,8 @@ def _cells(s):
             found += ' (%d hosts)' % s['hosts']
         return [found, fmt_ms(s['wall']), fmt_ms(s['cpu']),
                 fmt_mb(s['rss_kib']), str(s['runs'])]
+    if s['status'] == 'skipped':
+        return ['not run (N=%d timed out)' % s['after'], '-', '-', '-', '0']
     what = {'timeout': '**timeout**', 'memory': '**memory cap**'}.get(
         s['status'], '**error** %s' % (s.get('detail') or '')[:80])
     return [what, '> %s' % fmt_ms(s['wall']) if s['status'] == 'timeout'
@@ -119,23 +123,23 @@ def main_table(results, table='main'):
     return lines
 
 
-def hash_table(results):
-    """The fixed-hash runs next to the same queries on stock Placement."""
+def patched_table(results, table, columns):
+    """The runs of ``table`` next to the same queries of the ``columns``
+    tables (``[(table, title)]``, the stock one first)."""
     index = _index(results)
-    head = ['shape', 'model', 'N', 'group_policy', 'settings',
-            'stock: candidates', 'wall ms', 'CPU ms', 'peak RSS',
-            'fixed hash: candidates', 'wall ms', 'CPU ms', 'peak RSS']
+    head = ['shape', 'model', 'N', 'group_policy', 'settings']
+    for _, title in columns:
+        head += ['%s: candidates' % title, 'wall ms', 'CPU ms', 'peak RSS']
     lines = ['| %s |' % ' | '.join(head),
-             '|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|']
-    for c in _ordered(results, 'hash'):
+             '|---|---|---:|---|---|%s' % ('---:|' * 4 * len(columns))]
+    for c in _ordered(results, table):
         key = (c['shape'], c['model'], c['n'], c['policy'], c['settings'])
-        fixed = index[('hash',) + key]
-        stock = index.get(('main',) + key)
-        stock_cells = _cells(stock)[:4] if stock else ['-'] * 4
-        lines.append('| %s |' % ' | '.join(
-            [c['shape'], c['model'], str(c['n']),
-             policy_label(c['policy'], c['n']), c['settings']]
-            + stock_cells + _cells(fixed)[:4]))
+        row = [c['shape'], c['model'], str(c['n']),
+               policy_label(c['policy'], c['n']), c['settings']]
+        for other, _ in columns:
+            found = index.get((other,) + key)
+            row += _cells(found)[:4] if found else ['-'] * 4
+        lines.append('| %s |' % ' | '.join(row))
     return lines
 
 
@@ -181,7 +185,7 @@ def verdicts(results):
 
 def met(ok, shapes):
     if not {'a', 'b', 'c'} <= set(shapes):
-        return 'n/a (not all of shapes a, b, c run)'
+        return 'n/a'
     return 'yes' if ok else 'no'
 
 
@@ -291,16 +295,28 @@ def section(results):
                   '...:N` (one group, so Nova sends no group_policy): every '
                   'vGPU of the server from one provider.', '']
         lines += main_table(results, 'one-group') + ['']
+    patches = results.get('patches') or []
     if _ordered(results, 'hash'):
         lines += ['### Placement with `AllocationRequest.__hash__` fixed',
                   '', 'The same queries on a copy of the installed '
                   '`placement` package with `%s` applied (first on the '
-                  'server\'s PYTHONPATH).' % results.get('patch'), '']
-        lines += hash_table(results) + ['']
+                  'server\'s PYTHONPATH).' % patches[0], '']
+        lines += patched_table(results, 'hash', [
+            ('main', 'stock'), ('hash', '0001')]) + ['']
+    if _ordered(results, 'isolate'):
+        lines += ['### Placement pruning `group_policy=isolate` in the '
+                  'wide-tree generation', '',
+                  'The `isolate` queries with the `wide` settings (the only '
+                  'ones whose code path `%s` changes) on a copy with it and '
+                  '`%s` applied.' % (patches[1], patches[0]), '']
+        lines += patched_table(results, 'isolate', [
+            ('main', 'stock'), ('hash', '0001'),
+            ('isolate', '0001+0002')]) + ['']
     lines += ['### Which combinations meet the bounds', '',
-              'Every vGPU:N (N <= 8) on shapes a and b under %g s, on shape '
-              'c under %g s (issue 27); a timeout or error fails the row. '
-              'Shape b counts for both models.' % (BOUNDS['a'], BOUNDS['c']),
+              'Every vGPU:N (N <= 8) on shapes a and b under %g s, on '
+              'shape c under %g s (issue 27); a timeout, error or query not '
+              'run fails the row; n/a: not every shape was run. Shape b '
+              'counts for both models.' % (BOUNDS['a'], BOUNDS['c']),
               '']
     lines += verdict_table(results) + ['']
     return '\n'.join(lines)

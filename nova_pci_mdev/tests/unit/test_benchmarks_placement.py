@@ -183,3 +183,36 @@ class VerdictTest(testtools.TestCase):
         # N > 8 does not count
         self.assertEqual((True, True), self.verdict(fast + [
             _case('main', 'a', 'per-GPU', 16, wall=9)])[('main', 'per-GPU')])
+
+
+class PlanTest(testtools.TestCase):
+
+    def test_tables(self):
+        from benchmarks import placement
+        cases = placement.plan(('a', 'b', 'c'), (1, 2, 4, 8),
+                               trees.POLICIES, placement.TABLES)
+        by_table = {}
+        for case in cases:
+            by_table.setdefault(case.table, []).append(case)
+        # 5 (shape, model) trees x 4 N x 2 policies x 2 settings
+        self.assertEqual(80, len(by_table['main']))
+        self.assertEqual(80, len(by_table['hash']))
+        # N >= 2, the flavor's policy unset, both settings
+        self.assertEqual(5 * 3 * 2, len(by_table['one-group']))
+        # only what patch 0002 changes: isolate with the wide settings
+        self.assertEqual(5 * 4, len(by_table['isolate']))
+        self.assertEqual({('isolate', 'wide')}, {
+            (c.policy, c.settings) for c in by_table['isolate']})
+        self.assertEqual({0: 0, 1: 1, 2: 2}, {
+            c.patches: c.patches for c in cases})
+        self.assertEqual(len(cases), len({c.key() for c in cases}))
+
+    def test_a_skipped_query_fails_its_row(self):
+        runs = [{'status': 'skipped', 'after': 4}]
+        self.assertEqual('not run: N=4 timed out', report.brief(runs))
+        cases = [_case('main', shape, 'per-GPU', 8) for shape in 'abc']
+        cases[2]['runs'] = runs
+        self.assertEqual(
+            (False, False),
+            {(row[0], row[1]): (row[6], row[7]) for row in report.verdicts(
+                {'cases': cases})}[('main', 'per-GPU')])
