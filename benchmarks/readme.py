@@ -38,6 +38,7 @@ elsewhere).
 | `timing.py` | clock, medians, loops, the worker loop (standard library; every side uses it) |
 | `run.py` | the runner: interleaves the workers, runs the CLI rows, writes both files |
 | `report.py`, `readme.py` | RESULTS.md and this file, from the run's raw results |
+| `placement.py` | `python -m benchmarks.placement` (tox env `bench-placement`): `GET /allocation_candidates` for `vGPU:N` on the real openstack-placement, in its own section of RESULTS.md, which `run.py` keeps (`placement_trees.py` the provider trees and the query Nova sends, `placement_server.py` Placement in process and one child per query, `placement_nova.py` the query string from Nova 34.0.0's own code, `placement_report.py` the section, `sections.py` the markers) |
 """
 
 HOST = """\

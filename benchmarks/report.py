@@ -501,9 +501,12 @@ def main(argv=None):
         raise SystemExit('usage: python -m benchmarks.report RAW.json')
     with open(argv[0]) as f:
         results = json.load(f)
+    from benchmarks import sections
     here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, 'RESULTS.md'), 'w') as f:
-        f.write(results_md(results))
+    path = os.path.join(here, 'RESULTS.md')
+    text = sections.keep(results_md(results), sections.read(path))
+    with open(path, 'w') as f:
+        f.write(text)
     if not results.get('quick'):
         with open(os.path.join(here, 'README.md'), 'w') as f:
             f.write(readme_md(results))

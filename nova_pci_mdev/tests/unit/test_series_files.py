@@ -1,13 +1,17 @@
 """patches/: the form Nova's reviewers check before they read a line of code.
 
 Every file of the directory is a ``git format-patch`` message numbered in
-order, or the README; the one directory, ``spec/``, holds the nova-specs
-document of the series (``.rst`` files only: see test_spec_document).
-Each message's subject says ``[PATCH n/N]`` with its
+order, or the README. Each message's subject says ``[PATCH n/N]`` with its
 own position and the length of the series, its title fits the 72 columns
 of an OpenStack commit title, its message is wrapped at 72 columns (trailers
 excepted), and it ends with one ``Signed-off-by:`` and one ``Change-Id:``
 (``I`` and 40 hex digits) that no other patch uses.
+
+Two subdirectories hold what goes beside the series: ``placement/``, a
+series of its own for openstack-placement (the same rules, numbered from
+0001, Change-Ids unique across both series), and ``spec/``, the
+nova-specs document (``.rst`` files). Each may have a README.md; any other
+file or directory is stray.
 """
 
 import email
@@ -20,31 +24,15 @@ import testtools
 
 PATCHES = os.path.join(os.path.dirname(__file__), '..', '..', '..',
                        'patches')
+#: subdirectory of patches/ -> the one kind of file it holds (besides a
+#: README.md): a series of its own, or the spec's documents.
+SUBDIRECTORIES = {'placement': '.patch', 'spec': '.rst'}
 NAME = re.compile(r'^(\d{4})-[A-Za-z0-9._-]+\.patch$')
 SUBJECT = re.compile(r'^\[PATCH (\d+)/(\d+)\] (\S.*)$')
 CHANGE_ID = re.compile(r'^Change-Id: (I[0-9a-f]{40})$', re.M)
 SIGNED_OFF = re.compile(r'^Signed-off-by: .+ <[^<>@\s]+@[^<>\s]+>$', re.M)
 TRAILER = re.compile(r'^[A-Z][A-Za-z-]+: ')
 WIDTH = 72
-SPEC_DIR = 'spec'
-
-
-def stray_files(directory=PATCHES):
-    """What does not belong in patches/: anything but ``*.patch``, the
-    README and the ``spec/`` directory, and in ``spec/`` anything but
-    ``*.rst`` files (named ``spec/<name>``); sorted."""
-    out = []
-    for name in sorted(os.listdir(directory)):
-        path = os.path.join(directory, name)
-        if name == SPEC_DIR and os.path.isdir(path):
-            out.extend(
-                '%s/%s' % (SPEC_DIR, entry)
-                for entry in sorted(os.listdir(path))
-                if not (entry.endswith('.rst') and
-                        os.path.isfile(os.path.join(path, entry))))
-        elif not name.endswith('.patch') and name != 'README.md':
-            out.append(name)
-    return out
 
 
 def read_patches(directory=PATCHES):
@@ -61,11 +49,15 @@ def read_patches(directory=PATCHES):
     return found
 
 
-def problems(patches, others):
-    """Each way the series breaks the rules above, as one sentence."""
+def problems(patches, others, seen=None):
+    """Each way the series breaks the rules above, as one sentence.
+
+    ``seen`` (Change-Id -> file name) holds the Change-Ids of series
+    checked before this one; this one's are added to it.
+    """
     out = ['stray file in patches/: %s' % name for name in others]
     total = len(patches)
-    seen = {}
+    seen = {} if seen is None else seen
     for index, (name, subject, message) in enumerate(patches, 1):
         out.extend(_file_problems(index, total, name, subject, message))
         for change_id in CHANGE_ID.findall(message):
@@ -76,9 +68,42 @@ def problems(patches, others):
     return out
 
 
+def _others(directory, kind, subdirectories=()):
+    """Names in ``directory`` that are neither ``kind`` files, the
+    README.md nor one of ``subdirectories`` (directories end with /)."""
+    found = []
+    for name in sorted(os.listdir(directory)):
+        if os.path.isdir(os.path.join(directory, name)):
+            if name not in subdirectories:
+                found.append(name + '/')
+        elif name != 'README.md' and not name.endswith(kind):
+            found.append(name)
+    return found
+
+
+def tree_problems(directory=PATCHES):
+    """Every problem of the whole patches/ tree: the Nova series, the
+    Placement series, the spec directory."""
+    seen = {}
+    out = problems(read_patches(directory),
+                   _others(directory, '.patch', SUBDIRECTORIES), seen)
+    for sub, kind in sorted(SUBDIRECTORIES.items()):
+        path = os.path.join(directory, sub)
+        if not os.path.isdir(path):
+            continue
+        others = [sub + '/' + name for name in _others(path, kind)]
+        if kind != '.patch':
+            out.extend(problems([], others))
+            continue
+        series = [(sub + '/' + name, subject, message)
+                  for name, subject, message in read_patches(path)]
+        out.extend(problems(series, others, seen))
+    return out
+
+
 def _file_problems(index, total, name, subject, message):
     out = []
-    number = NAME.match(name)
+    number = NAME.match(os.path.basename(name))
     if not number or int(number.group(1)) != index:
         out.append('%s: expected file number %04d' % (name, index))
     head = SUBJECT.match(subject)
@@ -104,10 +129,8 @@ def _file_problems(index, total, name, subject, message):
 class TestSeriesFiles(testtools.TestCase):
 
     def test_the_series_has_the_form_reviewers_expect(self):
-        others = stray_files()
-        patches = read_patches()
-        self.assertGreater(len(patches), 0)
-        self.assertEqual([], problems(patches, others))
+        self.assertGreater(len(read_patches()), 0)
+        self.assertEqual([], tree_problems())
 
     def test_each_rule_is_enforced(self):
         good = ('0001-pci-x.patch', '[PATCH 1/2] pci: x',
@@ -137,21 +160,44 @@ class TestSeriesFiles(testtools.TestCase):
             self.assertEqual(1, len(found), (expected, found))
             self.assertIn(expected, found[0])
 
-    def test_only_spec_documents_beside_the_patches(self):
-        root = self.useFixture(fixtures.TempDir()).path
-        for name in ('0001-pci-x.patch', 'README.md', 'notes.txt',
-                     'spec/pci-mdev-support.rst', 'spec/draft.md',
-                     'spec/images/tree.txt'):
-            path = os.path.join(root, name)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, 'w') as f:
-                f.write('x\n')
-        os.mkdir(os.path.join(root, 'spec', 'old.rst'))
-        self.assertEqual(['notes.txt', 'spec/draft.md', 'spec/images',
-                          'spec/old.rst'], stray_files(root))
-        # a file named spec is no spec directory
-        flat = self.useFixture(fixtures.TempDir()).path
-        for name in ('0001-pci-x.patch', 'spec'):
-            with open(os.path.join(flat, name), 'w') as f:
-                f.write('x\n')
-        self.assertEqual(['spec'], stray_files(flat))
+    def test_subdirectories(self):
+        """placement/ is a series of its own, spec/ holds .rst documents,
+        anything else anywhere is stray; Change-Ids are unique across the
+        two series."""
+        def tree(files):
+            root = self.useFixture(fixtures.TempDir()).path
+            for name, text in files.items():
+                path = os.path.join(root, name)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, 'w') as f:
+                    f.write(text)
+            return root
+
+        def patch(n, total, change):
+            return ('From: A <a@b.example>\nSubject: [PATCH %d/%d] pci: x'
+                    '\n\nBody.\n\nSigned-off-by: A <a@b.example>\n'
+                    'Change-Id: I%s\n---\n' % (n, total, change * 40))
+
+        good = {'0001-pci-x.patch': patch(1, 1, '0'), 'README.md': '',
+                'placement/0001-fix-y.patch': patch(1, 1, '1'),
+                'placement/README.md': '', 'spec/pci-mdev.rst': '',
+                'spec/README.md': ''}
+        self.assertEqual([], tree_problems(tree(good)))
+        cases = {
+            'stray file in patches/: notes/': {'notes/x.rst': ''},
+            'stray file in patches/: spec/draft.txt': {
+                'spec/draft.txt': ''},
+            'stray file in patches/: placement/x.rst': {
+                'placement/x.rst': ''},
+            'stray file in patches/: placement/old/': {
+                'placement/old/0001-a.patch': patch(1, 1, '2')},
+            # numbered on its own, not after the Nova series
+            'placement/0001-fix-y.patch: subject': {
+                'placement/0001-fix-y.patch': patch(2, 2, '1')},
+            'Change-Id I%s is also the one of 0001-pci-x.patch' % (
+                '0' * 40): {'placement/0001-fix-y.patch': patch(1, 1, '0')},
+        }
+        for expected, extra in cases.items():
+            found = tree_problems(tree(dict(good, **extra)))
+            self.assertEqual(1, len(found), (expected, found))
+            self.assertIn(expected, found[0])
