@@ -301,17 +301,26 @@ def inventory_dict(tree, used=None):
     return out
 
 
+def _physical_device(prov):
+    """The provider's device; an SR-IOV GPU's PF with how many of its VFs
+    are the mdev parents the provider carries."""
+    if tuple(prov.parent_addresses) in ((), (prov.device_address,)):
+        return prov.device_address
+    return '%s (%d mdev parents)' % (prov.device_address,
+                                     len(prov.parent_addresses))
+
+
 def inventory_table(tree, used=None):
     used = used or {}
     rows = []
     for prov in tree.children:
         traits = ','.join(sorted(prov.traits))
+        device = _physical_device(prov)
         if not prov.inventories:
-            rows.append((prov.name, prov.device_address, None, 0, 0, 0, 0,
-                         traits))
+            rows.append((prov.name, device, None, 0, 0, 0, 0, traits))
         for rc, inv in sorted(prov.inventories.items()):
             held = used.get((prov.uuid, rc), 0)
-            rows.append((prov.name, prov.device_address, rc, inv.total,
+            rows.append((prov.name, device, rc, inv.total,
                          inv.reserved, held,
                          max(0, inv.total - inv.reserved - held), traits))
     head = 'compute node %s (provider %s)' % (tree.root.name, tree.root.uuid)
@@ -320,5 +329,5 @@ def inventory_table(tree, used=None):
     legend = ('reserved: held through the alias path or by a parent used '
               'whole; used: Placement allocations')
     return '\n'.join((head, table(
-        ('provider', 'parent', 'resource_class', 'total', 'reserved', 'used',
+        ('provider', 'device', 'resource_class', 'total', 'reserved', 'used',
          'free', 'traits'), rows), legend))

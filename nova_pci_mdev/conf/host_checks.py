@@ -14,13 +14,19 @@ returns problems, one per mistake, naming group, option, value and rule:
 * ``[devices] enabled_mdev_types`` listing a type that no device of the
   host offers (warning: nothing will expose it here), saying which node
   devices discovery left out offer it and why;
-* a ``[pci] device_spec`` that matches no device (warning).
+* a ``[pci] device_spec`` that matches no device (warning);
+* the whitelisted mdev parents of one physical GPU (the VFs of an SR-IOV
+  GPU) exposing different types or resource classes (error: Placement
+  gets one provider per physical GPU, :mod:`~nova_pci_mdev.pci.
+  placement`), named under the ``[mdev_<type>] device_addresses`` that
+  set the odd ones apart, else ``[devices] enabled_mdev_types``.
 """
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.conf import devices
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.pci import capacity
+from nova_pci_mdev.pci import placement
 
 DevType = fields.PciDeviceType
 _SLOT_STAND_IN = '00000000-0000-4000-8000-000000000000'
@@ -88,6 +94,51 @@ def _left_out_parents(left_out):
     return at, offering
 
 
+def _mixed_gpu_problems(settings, records, nodename):
+    """One ConfigError per physical GPU whose whitelisted mdev parents
+    expose different types or classes (the provider tree refuses it)."""
+    gpus = {}
+    for record in records:
+        if (record.get('dev_type') not in DevType.PARENT_TYPES
+                or not record.get('mdev_type')
+                or settings.whitelist.match(record) is None):
+            continue
+        rc = ((record.get('extra_info') or {}).get('resource_class')
+              or placement.DEFAULT_RESOURCE_CLASS)
+        gpus.setdefault(placement.physical_address(
+            record['dev_type'], record['address'],
+            record.get('parent_addr')), {}).setdefault(
+                (record['mdev_type'], rc), []).append(record['address'])
+    out = []
+    for address, exposed in sorted(gpus.items()):
+        reason = placement.mixed_parents_reason(exposed)
+        if reason is None:
+            continue
+        # The type whose device_addresses lists the fewest of them.
+        listed = []
+        for order, ((mdev_type, _rc), members) in enumerate(
+                sorted(exposed.items())):
+            options = settings.mdev_types.get(mdev_type)
+            named = sorted(set(members) & set(
+                options.device_addresses if options else ()))
+            if named:
+                listed.append((len(named), order, mdev_type, named))
+        rule = 'physical device %s on host %s: %s' % (
+            address, nodename, reason)
+        if listed:
+            _n, _order, mdev_type, named = min(listed)
+            out.append(exception.ConfigError(
+                group=devices.group_name(mdev_type),
+                option='device_addresses', value=', '.join(named),
+                rule=rule))
+        else:
+            out.append(exception.ConfigError(
+                group='devices', option='enabled_mdev_types',
+                value=', '.join(sorted({t for t, _rc in exposed})),
+                rule=rule))
+    return out
+
+
 def problems(settings, records, nodename, left_out=()):
     """Every problem of ``settings`` on the host of ``records``;
     ``left_out``: discovery's warnings of the node devices it left out."""
@@ -119,4 +170,5 @@ def problems(settings, records, nodename, left_out=()):
         out.append(exception.ConfigWarning(
             group='pci', option='device_spec', value=spec.source,
             rule='matches no device on host %s' % nodename))
+    out.extend(_mixed_gpu_problems(settings, records, nodename))
     return out

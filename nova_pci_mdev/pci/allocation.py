@@ -4,7 +4,10 @@
 by UUID) so that every caller takes the same ones; :func:`local_allocations`
 plays Placement's allocation-candidates role when there is no Placement
 service: it picks, per resource group and class, one child provider of the
-host's provider tree with enough free slots.
+host's provider tree with enough free slots; :func:`slots_for` maps an
+allocation on a provider to slots of its mdev parents (one provider per
+physical GPU: on an SR-IOV GPU the allocation may take slots of several
+of its VF parents).
 
 Pure: it reads the tracker and the provider tree and changes neither.
 """
@@ -36,8 +39,30 @@ def free_count(tracker, parent):
     return len(free_slots(tracker, parent)) + capacity.usable(parent)
 
 
-def _provider_label(prov, parent):
-    node = parent.numa_node if parent is not None else None
+def provider_parents(tracker, prov):
+    """The tracked mdev parents whose slots provider ``prov`` carries."""
+    devices = tracker.devices
+    return [devices[a] for a in prov.parent_addresses if a in devices]
+
+
+def provider_free(tracker, prov):
+    """How many slots provider ``prov`` can give now (:func:`free_count`
+    over its parents); -1 when none of them is tracked."""
+    parents = provider_parents(tracker, prov)
+    if not parents:
+        return -1
+    return sum(free_count(tracker, p) for p in parents)
+
+
+def provider_numa_node(tracker, prov):
+    """The NUMA node of provider ``prov``'s device (the VF parents of an
+    SR-IOV GPU sit on their PF's node), or None."""
+    for parent in provider_parents(tracker, prov):
+        return parent.numa_node
+    return None
+
+
+def _provider_label(prov, node):
     return '%s (%s, %s)' % (prov.name, prov.device_address,
                             'NUMA node %s' % node if node is not None
                             else 'no NUMA node')
@@ -52,13 +77,11 @@ def _shortfall(tree, devices, tracker, suffix, rc, amount, taken, cell_ids,
         if rc not in prov.inventories:
             continue
         total += prov.inventories[rc].total
-        parent = devices.get(prov.device_address)
-        count = 0 if parent is None else max(
-            0, free_count(tracker, parent) - taken.get(prov.uuid, 0))
+        count = max(0, provider_free(tracker, prov) - taken.get(prov.uuid, 0))
         note = ' (used by another group, group_policy=isolate)' if (
             prov.uuid in barred) else ''
-        free.append('%s: %d%s' % (_provider_label(prov, parent), count,
-                                  note))
+        free.append('%s: %d%s' % (_provider_label(
+            prov, provider_numa_node(tracker, prov)), count, note))
     where = ('; providers on NUMA node(s) %s are preferred' % ', '.join(
         str(c) for c in sorted(cell_ids))) if cell_ids else ''
     return exception.RequestNotSatisfiable(
@@ -101,13 +124,14 @@ def local_allocations(tree, tracker, resource_groups, numa_cells=None,
         for rc, amount in sorted(group.items()):
             candidates = []
             for prov in tree.children:
-                parent = devices.get(prov.device_address)
-                if (rc not in prov.inventories or parent is None
-                        or prov.uuid in barred):
+                if rc not in prov.inventories or prov.uuid in barred:
                     continue
-                free = free_count(tracker, parent) - taken.get(prov.uuid, 0)
+                free = provider_free(tracker, prov)
+                if free < 0:        # no parent of it is tracked
+                    continue
+                free -= taken.get(prov.uuid, 0)
                 if free >= amount:
-                    near = parent.numa_node in cell_ids
+                    near = provider_numa_node(tracker, prov) in cell_ids
                     candidates.append((not near, prov.name, prov))
             if not candidates:
                 raise _shortfall(tree, devices, tracker, suffix, rc, amount,
@@ -122,23 +146,30 @@ def local_allocations(tree, tracker, resource_groups, numa_cells=None,
 
 
 def only_parents(tree, tracker, keep):
-    """``tree`` without the child providers whose parent device
-    ``keep(parent)`` rejects (all of them kept when ``keep`` is None)."""
+    """``tree`` whose child providers carry only the mdev parents that
+    ``keep(parent)`` accepts, without the providers left with none (the
+    tree as it is when ``keep`` is None)."""
     if keep is None:
         return tree
-    devices = tracker.devices
-    return dataclasses.replace(tree, children=tuple(
-        p for p in tree.children
-        if p.device_address in devices and keep(devices[p.device_address])))
+    children = []
+    for prov in tree.children:
+        kept = tuple(p.address for p in provider_parents(tracker, prov)
+                     if keep(p))
+        if kept:
+            children.append(dataclasses.replace(prov, parent_addresses=kept))
+    return dataclasses.replace(tree, children=tuple(children))
 
 
 def slots_for(tree, tracker, allocations, root_uuid):
     """``[(parent address, amount)]``: how many slots each parent gives to
     serve ``allocations`` (``{provider uuid: {rc: amount}}``), for
-    :meth:`~.manager.PciDevTracker.claim_slots`. The root's resources
-    (VCPU, MEMORY_MB...) are not ours; any other provider is refused
-    (InvalidValue), as is a provider short of free slots, slots still to
-    create included (RequestNotSatisfiable)."""
+    :meth:`~.manager.PciDevTracker.claim_slots`. The amount of a provider
+    is taken from its parents in order: those with a free existing mdev
+    first, then by address, each giving what it has free (so an SR-IOV
+    GPU's VF parents, one slot each, give one slot each). The root's
+    resources (VCPU, MEMORY_MB...) are not ours; any other provider is
+    refused (InvalidValue), as is a provider short of free slots, slots
+    still to create included (RequestNotSatisfiable)."""
     by_uuid = {p.uuid: p for p in tree.children}
     wanted = []
     for prov_uuid, resources in sorted(allocations.items()):
@@ -149,14 +180,31 @@ def slots_for(tree, tracker, allocations, root_uuid):
             raise exception.InvalidValue(
                 field='allocation provider', value=prov_uuid,
                 rule='is not a provider of compute node %s' % tree.root.name)
-        parent = tracker.devices[prov.device_address]
         amount = sum(resources.get(rc, 0) for rc in prov.inventories)
-        free = free_count(tracker, parent)
-        if free < amount:
+        parents = provider_parents(tracker, prov)
+        free = {p.address: free_count(tracker, p) for p in parents}
+        if sum(free.values()) < amount:
             raise exception.RequestNotSatisfiable(
                 reason='provider %s (%s): %d free slot(s) of %s, %d '
                        'allocated by Placement' % (
-                           prov.name, parent.address, free,
-                           parent.mdev_type, amount))
-        wanted.append((parent.address, amount))
+                           prov.name, prov.device_address,
+                           sum(free.values()), ', '.join(sorted(
+                               {p.mdev_type for p in parents})) or '-',
+                           amount))
+        parents.sort(key=lambda p: (not _has_free_mdev(tracker, p),
+                                    p.address))
+        for parent in parents:
+            if amount <= 0:
+                break
+            take = min(amount, free[parent.address])
+            if take:
+                wanted.append((parent.address, take))
+                amount -= take
     return wanted
+
+
+def _has_free_mdev(tracker, parent):
+    """True when ``parent`` has a free slot whose mdev exists already."""
+    slots = free_slots(tracker, parent)
+    return bool(slots) and extra_info.is_true(slots[0].extra_info,
+                                              extra_info.MDEV_EXISTS)

@@ -43,20 +43,25 @@ from nova_pci_mdev.tests.functional import harness
 
 DevType = fields.PciDeviceType
 Status = fields.PciDeviceStatus
-PARENTS = (DevType.SRIOV_PF, DevType.MDEV_PF)
 CHILDREN = (DevType.SRIOV_VF, DevType.MDEV_VF)
 
 
 def _expected_free_status(dev, devices, children):
-    if dev.dev_type in PARENTS:
-        if any(c.status == Status.ALLOCATED for c in children.get(
-                dev.address, ())):
+    """What a free device's status must be: ``unavailable`` while a device
+    above it (its parent; on an SR-IOV GPU the PF above its VF parent) or
+    below it (its children and theirs) is allocated; three levels deep."""
+    parent = devices.get(dev.parent_addr) if dev.parent_addr else None
+    while parent is not None:
+        if parent.status == Status.ALLOCATED:
             return Status.UNAVAILABLE
-        return Status.AVAILABLE
-    parent = devices.get(dev.parent_addr)
-    if parent is not None and parent.dev_type in PARENTS and (
-            parent.status == Status.ALLOCATED):
-        return Status.UNAVAILABLE
+        parent = (devices.get(parent.parent_addr) if parent.parent_addr
+                  else None)
+    below = list(children.get(dev.address, ()))
+    while below:
+        child = below.pop()
+        if child.status == Status.ALLOCATED:
+            return Status.UNAVAILABLE
+        below.extend(children.get(child.address, ()))
     return Status.AVAILABLE
 
 
@@ -67,7 +72,8 @@ def host_problems(cloud, sim):
     devices = {d.address: d for d in snap.devices}
     children = {}
     for dev in devices.values():
-        if dev.dev_type in CHILDREN and dev.parent_addr:
+        if dev.parent_addr and (dev.dev_type in CHILDREN
+                                or dev.dev_type == DevType.MDEV_PF):
             children.setdefault(dev.parent_addr, []).append(dev)
 
     held = {}
@@ -180,8 +186,9 @@ def _placement_problems(cloud, name, snap, devices, children):
     for prov in snap.tree.children:
         _generation, inventories = client.inventories(prov.uuid)
         usages = client.usages(prov.uuid)
-        parent = devices[prov.device_address]
-        slots = [c for c in children.get(parent.address, ())
+        parents = [devices[a] for a in prov.parent_addresses]
+        slots = [c for parent in parents
+                 for c in children.get(parent.address, ())
                  if c.mdev_type == parent.mdev_type]
         for rc, inv in prov.inventories.items():
             have = inventories.get(rc) or {}
@@ -199,7 +206,7 @@ def _placement_problems(cloud, name, snap, devices, children):
                            'holds %d slot(s) for Placement consumers' % (
                                prov.name, used, rc, by_placement))
             free = sum(1 for s in slots if s.status == Status.AVAILABLE
-                       ) + capacity.usable(parent)
+                       ) + sum(capacity.usable(p) for p in parents)
             if inv.total - inv.reserved - used != free:
                 out.append('%s: Placement offers %d %s, the tracker has %d '
                            'free slot(s)' % (prov.name, inv.total -

@@ -12,6 +12,11 @@ last one that fits gets a clean "no valid host".
 
 :class:`PlacementPathTest`: the instance lifecycle on the Placement path
 (:func:`worlds.gpu_pair`), with Placement checked after every step.
+
+:class:`SriovGpuPlacementTest`: an A100-like host whose VFs are the mdev
+parents reports one provider per GPU (issue 27); ``resources:VGPU=N``
+takes N VF parents of one GPU, and the GPU whole and its mdevs exclude
+each other in Placement.
 """
 
 import collections
@@ -262,3 +267,84 @@ class PlacementPathTest(PlacementTestCase):
         self.assertEqual({'VGPU': 2, 'CUSTOM_MLX5': 4},
                          placement_free(self.cloud))
         self.verify()
+
+
+class SriovGpuPlacementTest(PlacementTestCase):
+    """An A100-like host (:func:`worlds.sriov_gpu_host`: two SR-IOV GPUs
+    of 4 VF parents, one mdev each) in the real Placement: one provider
+    per GPU, so ``resources:VGPU=N`` (one group, one provider) can take
+    N > 1 vGPUs of one GPU, and the GPU passed through whole and its
+    mdevs exclude each other in Placement as in the tracker."""
+
+    nova_conf = worlds.SRIOV_GPU_NOVA_CONF
+
+    def setUp(self):
+        super().setUp()
+        self.host = worlds.sriov_gpu_host(self.cloud)
+        self.gpu = {}
+        for prov in self.cloud.reported[self.host.name].children:
+            self.gpu[prov.device_address] = prov.uuid
+
+    def test_one_provider_per_gpu_in_placement(self):
+        names = {p['name']: p['uuid'] for p in self.cloud.client.providers()}
+        self.assertEqual({'a100-host', 'a100-host_pci_0000_41_00_0',
+                          'a100-host_pci_0000_42_00_0'}, set(names))
+        for pf in worlds.SRIOV_GPU_PFS:
+            _gen, inventories = self.cloud.client.inventories(self.gpu[pf])
+            self.assertEqual((4, 0), (inventories['VGPU']['total'],
+                                      inventories['VGPU']['reserved']))
+            _gen, traits = self.cloud.client.traits(self.gpu[pf])
+            self.assertEqual({'CUSTOM_MDEV_TYPE_NVIDIA_699'}, traits)
+        self.verify()
+
+    def test_vgpu_n_whole_gpu_and_mdevs_without_double_booking(self):
+        # vGPU:3 in one request group: 3 units of one GPU's provider, 3
+        # mdevs on 3 of its VF parents.
+        a = self.cloud.boot({'resources:VGPU': '3'})
+        self.verify()
+        placed = self.cloud.client.get_allocations(a.uuid)['allocations']
+        ((rp, alloc),) = placed.items()
+        self.assertEqual({'VGPU': 3}, alloc['resources'])
+        (pf_a,) = [pf for pf, uuid in self.gpu.items() if uuid == rp]
+        slots = [d for d in self.host.devices().values()
+                 if d.instance_uuid == a.uuid]
+        self.assertEqual(3, len(slots))
+        vf_parents = {d.parent_addr for d in slots}
+        self.assertEqual(3, len(vf_parents))
+        self.assertEqual({pf_a}, {self.host.devices()[v].parent_addr
+                                  for v in vf_parents})
+        (pf_b,) = set(worlds.SRIOV_GPU_PFS) - {pf_a}
+        # The GPU with mdevs in use cannot be passed through whole; the
+        # other one can, and Placement then sees all of it reserved.
+        whole = self.cloud.boot({'pci_passthrough:alias': 'a100:1'})
+        self.assertEqual([pf_b], list(whole.devices))
+        self.verify()
+        _gen, inventories = self.cloud.client.inventories(self.gpu[pf_b])
+        self.assertEqual((4, 4), (inventories['VGPU']['total'],
+                                  inventories['VGPU']['reserved']))
+        self.assertEqual({'VGPU': 1}, placement_free(self.cloud))
+        exc = self.assertRaises(cloud_mod.NoValidHost, self.cloud.boot,
+                                {'pci_passthrough:alias': 'a100:1'})
+        self.assertIn('alias a100', exc.reasons['a100-host'])
+        self.assertRaises(cloud_mod.NoValidHost, self.cloud.boot,
+                          {'resources:VGPU': '2'})
+        # The last free VF parent of the first GPU.
+        b = self.cloud.boot({'resources:VGPU': '1'})
+        self.assertEqual({self.gpu[pf_a]}, set(
+            self.cloud.client.get_allocations(b.uuid)['allocations']))
+        self.assertEqual({'VGPU': 0}, placement_free(self.cloud))
+        self.verify()
+        self.assertNoDoubleBooking()
+        # The whole GPU back: two numbered groups of 2 (group_policy none)
+        # share its provider, on its 4 VF parents.
+        self.cloud.delete(whole)
+        c = self.cloud.boot({'resources1:VGPU': '2', 'resources2:VGPU': '2',
+                             'group_policy': 'none'})
+        self.assertEqual({self.gpu[pf_b]: {'VGPU': 4}}, {
+            rp: a['resources'] for rp, a in self.cloud.client.get_allocations(
+                c.uuid)['allocations'].items()})
+        self.assertEqual(4, len({d.parent_addr for d in
+                                 self.host.devices().values()
+                                 if d.instance_uuid == c.uuid}))
+        self.verify()
+        self.assertNoDoubleBooking()

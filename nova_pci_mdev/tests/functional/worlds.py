@@ -249,6 +249,41 @@ def gpu_pair(cloud):
     return hosts
 
 
+#: An A100-like GPU's type and the nova.conf of :func:`sriov_gpu_host`:
+#: :data:`NOVA_CONF` with it enabled and an alias for the PF whole.
+SRIOV_GPU_TYPE = 'nvidia-699'
+SRIOV_GPU_PRODUCT = '20b5'
+SRIOV_GPU_NOVA_CONF = NOVA_CONF.replace(
+    'enabled_mdev_types = nvidia-35,',
+    'enabled_mdev_types = %s, nvidia-35,' % SRIOV_GPU_TYPE).replace(
+    'alias = {"name": "gpu",',
+    'alias = {"name": "a100", "vendor_id": "10de", "product_id": "%s", '
+    '"device_type": "type-PF"}\nalias = {"name": "gpu",'
+    % SRIOV_GPU_PRODUCT)
+SRIOV_GPU_PFS = ('0000:41:00.0', '0000:42:00.0')
+
+
+def sriov_gpu_host(cloud, name='a100-host', vfs=4):
+    """A host with two A100-like SR-IOV GPUs, one per NUMA cell, whose VFs
+    are the mdev parents (one nvidia-699 instance each; three levels)::
+
+        cell 0                               cell 1
+        PF 0000:41:00.0 (type-PF)            PF 0000:42:00.0 (type-PF)
+          VF parents 0000:41:00.4 .. .7        VF parents 0000:42:00.4 ..
+          (mdev-pf, 1 slot to create each)
+          provider <name>_pci_0000_41_00_0     provider ..._0000_42_00_0
+          VGPU: vfs                            VGPU: vfs
+
+    Placement gets one provider per GPU (not one per VF parent). The cloud
+    should run :data:`SRIOV_GPU_NOVA_CONF`. Returns the host (SimHost).
+    """
+    host = fake.FakeHost(name, cells=2)
+    for node, address in enumerate(SRIOV_GPU_PFS):
+        host.add_sriov_gpu(address, vfs, {SRIOV_GPU_TYPE: 1},
+                           numa_node=node, product=SRIOV_GPU_PRODUCT)
+    return cloud.add_host(host)
+
+
 # -- live migration ------------------------------------------------------------
 
 #: libvirt 10.0.0 and QEMU 8.2.2: new enough to live-migrate mdevs (8.6.0 /
