@@ -51,9 +51,13 @@ def dynamic_opts(mdev_type):
                         'digits and "_" (at most 248) giving the Placement '
                         'resource class CUSTOM_<CLASS>.'),
         cfg.IntOpt('max_instances', default=None, deprecated_group=old,
-                   help='How many mdevs of this type a parent may create '
-                        '(a positive integer; default: what the parent '
-                        'reports).'),
+                   help='How many mdevs of this type the host may have, '
+                        'existing ones included (a positive integer; '
+                        'default: what the parents report), as in Nova: '
+                        'the limit of the Placement path. A limit per '
+                        'parent is the [pci] device_spec key max_instances; '
+                        'without one for this type, the former per-parent '
+                        'reading is kept where it differs (deprecated).'),
     ]
 
 

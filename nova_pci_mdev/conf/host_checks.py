@@ -19,17 +19,25 @@ returns problems, one per mistake, naming group, option, value and rule:
   GPU) exposing different types or resource classes (error: Placement
   gets one provider per physical GPU, :mod:`~nova_pci_mdev.pci.
   placement`), named under the ``[mdev_<type>] device_addresses`` that
-  set the odd ones apart, else ``[devices] enabled_mdev_types``.
+  set the odd ones apart, else ``[devices] enabled_mdev_types``;
+* ``[mdev_<type>] max_instances`` read per parent, its deprecated
+  nova-pci-mdev meaning, because no device_spec entry has
+  ``max_instances`` for the type and the host has more of it than the
+  per-host reading (Nova's) would give (warning, saying what to write).
 """
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.conf import devices
+from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.pci import placement
 
 DevType = fields.PciDeviceType
 _SLOT_STAND_IN = '00000000-0000-4000-8000-000000000000'
+#: The type an NVIDIA vGPU VF holds (``virt.libvirt.nvidia_vf.
+#: EXTRA_CURRENT``; conf does not import virt, a unit test pins both).
+VGPU_CURRENT = 'vgpu_current'
 
 
 def _supported(record):
@@ -139,6 +147,56 @@ def _mixed_gpu_problems(settings, records, nodename):
     return out
 
 
+def _slots_of(settings, records, mdev_type):
+    """``(existing, offered)`` slots of ``mdev_type`` over the parents a
+    device spec covers: existing mdevs (or VFs holding the type), and
+    those plus the slots still to create (or free VFs taken as slots)."""
+    parents = {r['address']: r for r in records
+               if r.get('dev_type') in DevType.PARENT_TYPES
+               and r.get('mdev_type') == mdev_type
+               and settings.parent_limits(r)[0]}
+    existing = offered = 0
+    for record in records:
+        parent = parents.get(record.get('parent_addr'))
+        extra = record.get('extra_info') or {}
+        if (parent is None or record.get('mdev_type') != mdev_type
+                or not extra_info.is_true(extra, extra_info.MDEV_EXPOSED)):
+            continue
+        offered += 1
+        if (record.get('dev_type') == DevType.MDEV_VF
+                or extra.get(VGPU_CURRENT) == mdev_type):
+            existing += 1
+    return existing, offered + sum(capacity.creatable(p)
+                                   for p in parents.values())
+
+
+def _max_instances_warnings(settings, records, nodename):
+    """``[mdev_<type>] max_instances`` read per parent (deprecated) where
+    the per-host reading would give fewer slots: discovery kept the old
+    reading exactly when the host offers more than ``max(existing,
+    max_instances)`` (:func:`~nova_pci_mdev.virt.libvirt.slots.
+    type_limits`)."""
+    out = []
+    for mdev_type, options in settings.mdev_types.items():
+        limit = options.max_instances
+        if limit is None or settings.per_host(mdev_type):
+            continue
+        existing, offered = _slots_of(settings, records, mdev_type)
+        if offered <= max(existing, limit):
+            continue
+        out.append(exception.ConfigWarning(
+            group=devices.group_name(mdev_type), option='max_instances',
+            value=limit, rule='read per mdev parent on host %s (%d slots '
+            'of %s in all), nova-pci-mdev\'s meaning so far, which is '
+            'deprecated: Nova reads it per host, the limit of the '
+            'Placement path (%d slots here). For a limit per parent write '
+            '"max_instances": N in the [pci] device_spec entry with '
+            '"mdev_type": "%s"; [%s] max_instances is then read per host' % (
+                nodename, offered, mdev_type, max(existing, limit),
+                mdev_type, devices.group_name(mdev_type))))
+    return out
+
+
 def problems(settings, records, nodename, left_out=()):
     """Every problem of ``settings`` on the host of ``records``;
     ``left_out``: discovery's warnings of the node devices it left out."""
@@ -171,4 +229,5 @@ def problems(settings, records, nodename, left_out=()):
             group='pci', option='device_spec', value=spec.source,
             rule='matches no device on host %s' % nodename))
     out.extend(_mixed_gpu_problems(settings, records, nodename))
+    out.extend(_max_instances_warnings(settings, records, nodename))
     return out

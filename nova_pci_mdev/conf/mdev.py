@@ -6,7 +6,9 @@ Invariants:
   safe sysfs name, ``device_addresses`` are normalised addresses (PCI
   lower-case, virtual parent names as written), ``resource_class`` is
   ``VGPU`` or ``CUSTOM_[A-Z0-9_]+`` (at most 255 characters) and
-  ``max_instances`` is None or a positive int.
+  ``max_instances`` is None or a positive int: the limit of the type's
+  mdevs per host (see :mod:`.settings` for its deprecated per-parent
+  reading).
 * :func:`read_mdev_types` never raises on bad values: it appends one
   ConfigError per problem and leaves out the types that have one.
 * An address is listed by at most one type; later groups that list it

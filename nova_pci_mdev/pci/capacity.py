@@ -2,12 +2,15 @@
 
 A parent (``mdev-pf``) that can still create mdevs of its exposed type
 carries the number in ``extra_info['creatable']`` (discovery puts it there:
-``availableInstances`` within ``max_instances``, less stopped or vanished
-held mdevs). No slot device exists for those: the pools count them, the
-provider tree adds them to the parent's total, and only a claim turns them
-into slot devices, through the tracker's ``slot_factory`` (the UUIDs the
-fixed sequence gives, see :mod:`nova_pci_mdev.virt.libvirt.slots`); the
-parent's count drops by as many. So nothing costs more with
+``availableInstances``, less stopped or vanished held mdevs, within the
+limits :func:`nova_pci_mdev.virt.libvirt.slots.type_limits` computes: the
+``[pci] device_spec`` key ``max_instances`` per parent, ``[mdev_<type>]
+max_instances`` per host as in Nova). No slot device exists for those: the
+pools count them, the provider tree adds them to the parent's total, and
+only a claim turns them into slot devices, through the tracker's
+``slot_factory`` (the UUIDs the fixed sequence gives, see
+:mod:`nova_pci_mdev.virt.libvirt.slots`); the parent's count drops by as
+many. So nothing costs more with
 ``availableInstances = 2**31`` than with 16 (issue 15, item 1).
 
 Pure: reads and writes ``extra_info`` dicts, no I/O.

@@ -1,9 +1,12 @@
 """Device specs: one entry of ``[pci] device_spec`` and how it matches.
 
 An entry has Nova's keys (``vendor_id``, ``product_id``, ``address`` as a
-glob string or a regex dict, ``devname``), the new key ``mdev_type`` (exact
-name or glob) and any other key as a string tag (``physical_network``,
-``trusted``, ``remote_managed``...).
+glob string or a regex dict, ``devname``), the new keys ``mdev_type`` (exact
+name or glob) and ``max_instances`` (with ``mdev_type`` only: at most that
+many mdevs of each parent the entry covers, existing ones included; the
+per-parent limit of the PCI path, as in the Nova series; no pool tag) and
+any other key as a string tag (``physical_network``, ``trusted``,
+``remote_managed``...).
 
 Invariants:
 
@@ -118,8 +121,9 @@ class DevSpec(object):
 
     def __init__(self, position=0, vendor_id=ANY, product_id=ANY,
                  address=None, devname=None, mdev_type=None, tags=None,
-                 source=None):
+                 source=None, max_instances=None):
         self.position = position
+        self.max_instances = max_instances
         self.vendor_id = vendor_id
         self.product_id = product_id
         self.address = address
@@ -186,6 +190,24 @@ def _parse_mdev_type(value, bad):
         return bad(show(value), names.MDEV_TYPE_RULE)
 
 
+#: The largest ``max_instances`` (Placement's and the objects' integers).
+MAX_INSTANCES = 2 ** 31 - 1
+MAX_INSTANCES_RULE = 'expected a positive integer (at most %d)' % (
+    MAX_INSTANCES)
+
+
+def _parse_max_instances(value, bad):
+    """A positive int (a JSON number, or a string of decimal digits)."""
+    number = value
+    if (isinstance(value, str) and value.isascii() and value.isdigit()
+            and len(value) <= 10):
+        number = int(value)
+    if (isinstance(number, int) and not isinstance(number, bool)
+            and 1 <= number <= MAX_INSTANCES):
+        return number
+    return bad(show(value), MAX_INSTANCES_RULE)
+
+
 #: The parser of each key that is a field of the spec (any other key is a
 #: tag): ``parser(value, bad) -> parsed``, or the None ``bad(shown value,
 #: rule)`` returns after recording the problem.
@@ -195,6 +217,7 @@ FIELD_PARSERS = {
     'address': address_spec.parse_address,
     'devname': _parse_devname,
     'mdev_type': _parse_mdev_type,
+    'max_instances': _parse_max_instances,
 }
 
 
@@ -245,6 +268,11 @@ def parse_spec(entry, position, label, report, devname_resolver=None):
     if 'address' in entry and 'devname' in entry:
         bad_for('devname')(show(entry['devname']),
                            'devname and address cannot be used together')
+    if 'max_instances' in entry and 'mdev_type' not in entry:
+        bad_for('max_instances')(
+            show(entry['max_instances']),
+            'needs "mdev_type" in the same entry: it limits the mdevs of '
+            'each parent the entry covers')
     if 'devname' in kw and devname_resolver is not None and not problems:
         _resolve_devname(kw, devname_resolver, bad_for('devname'))
     if problems:

@@ -111,3 +111,28 @@ class TestSriovGpuHost(testtools.TestCase):
         self.assertIn("Invalid physical device '0000:41:00.0'", err)
         self.assertIn('nvidia-699 (VGPU) on 15 parents', err)
         self.assertNotIn('Traceback', err)
+
+    def test_max_instances_per_host_once_the_device_spec_has_its_own(self):
+        limited = gpu_host.NOVA_CONF + '[mdev_nvidia-699]\nmax_instances = 20\n'
+
+        def totals():
+            return [c['inventories'].get('VGPU', {}).get('total', 0)
+                    for c in sorted(self.json_cli('inventory')['children'],
+                                    key=lambda c: c['device_address'])]
+
+        # Without the device_spec key: nova-pci-mdev's former per-parent
+        # reading (one instance per VF parent: no limit), and a warning.
+        gpu_host.write(self.cli.tmp, nova_conf=limited)
+        self.assertEqual([16] * 8, totals())
+        out = self.run_cli('check-config').stdout
+        self.assertIn('warning: [mdev_nvidia-699] max_instances = 20: read '
+                      'per mdev parent on host ', out)
+        self.assertIn('(128 slots of nvidia-699 in all)', out)
+        # With it: Nova's meaning, 20 per host, the GPUs in address order.
+        gpu_host.write(self.cli.tmp, nova_conf=limited.replace(
+            'device_spec = {"vendor_id": "10de", "product_id": "20b5"}',
+            'device_spec = {"vendor_id": "10de", "mdev_type": "nvidia-699", '
+            '"max_instances": 1}\n'
+            'device_spec = {"vendor_id": "10de", "product_id": "20b5"}'))
+        self.assertEqual([16, 4, 0, 0, 0, 0, 0, 0], totals())
+        self.assertIn('configuration OK', self.run_cli('check-config').stdout)

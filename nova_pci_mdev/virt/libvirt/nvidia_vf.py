@@ -37,11 +37,13 @@ creatable or hold):
   ``vgpu_current`` (``nvidia-<id>`` or ``''``) and ``vgpu_creatable``
   (comma-separated) in ``extra_info``; it is a **slot of T** (``mdev_type``
   = ``T``, ``mdev_exposed = 'true'``) when it holds ``T`` already, or when
-  it holds nothing and lists ``T`` as creatable now, within
-  ``[mdev_T] max_instances`` (VFs holding ``T`` always count, lowest
-  addresses first). Otherwise ``mdev_exposed = 'false'`` and ``mdev_type``
-  is the type it holds (or None): like an mdev of a type its parent does not
-  expose, it stays visible but is never handed out.
+  it holds nothing and lists ``T`` as creatable now, within the
+  ``max_instances`` limits (:func:`.slots.type_limits`: the device_spec
+  key per GPU, ``[mdev_T] max_instances`` per host; VFs holding ``T``
+  always count, lowest addresses first). Otherwise ``mdev_exposed =
+  'false'`` and ``mdev_type`` is the type it holds (or None): like an mdev
+  of a type its parent does not expose, it stays visible but is never
+  handed out.
 - With no exposed type (the operator enabled none of them) the records stay
   plain PCI records with the three annotations only, so that a host whose
   nova.conf does not mention vGPU types behaves as before.
@@ -264,19 +266,27 @@ def apply(records, states, settings):
 
     ``records``: device records (dicts; not modified). ``states``:
     ``{VF address: VfState}``. ``settings``: anything with
-    ``exposed_type(parent_addr, supported_types)``. The order of the
-    records is kept. Linear in the number of records plus the creatable
-    lines. See the module docstring.
+    ``exposed_type(parent_addr, supported_types)``, ``parent_limits(
+    record)`` and ``per_host(mdev_type)`` (:class:`~nova_pci_mdev.conf.
+    settings.Settings`). The order of the records is kept. Linear in the
+    number of records plus the creatable lines. See the module docstring.
     """
     vfs_of = {}
+    pfs = {}
     for record in records:
         if (record.get('dev_type') == DevType.SRIOV_VF
                 and record.get('parent_addr')
                 and record['address'] in states):
             vfs_of.setdefault(record['parent_addr'], []).append(record)
+    for record in records:
+        if record['address'] in vfs_of:
+            pfs[record['address']] = record
+    gpus = [_Gpu.of(pf_addr, vfs, states, settings)
+            for pf_addr, vfs in sorted(vfs_of.items())]
+    _limit(gpus, pfs, settings)
     changed = {}
-    for pf_addr, vfs in vfs_of.items():
-        changed.update(_gpu_records(pf_addr, vfs, states, settings))
+    for gpu in gpus:
+        changed.update(gpu.records())
     out = []
     for record in records:
         update = changed.get(record['address'])
@@ -287,6 +297,20 @@ def apply(records, states, settings):
         else:
             out.append(update)
     return out
+
+
+def _limit(gpus, pfs, settings):
+    """Choose the slots of every GPU exposing a type: VFs holding it, then
+    free ones, within the ``max_instances`` limits of the type
+    (:func:`.slots.creatable_per_parent`, a GPU being the parent)."""
+    gpus = [g for g in gpus if g.options is not None]
+    parents = [(_pf_record(pfs.get(g.pf_addr) or {
+        'address': g.pf_addr, 'dev_type': DevType.SRIOV_PF}, (
+            g.supported, g.options)), g.options, len(g.holding), len(g.free))
+        for g in gpus]
+    for gpu, count in zip(gpus, slots.creatable_per_parent(parents,
+                                                           settings)):
+        gpu.taken = set(gpu.holding) | set(gpu.free[:count])
 
 
 def _supported(vf_states):
@@ -322,36 +346,48 @@ def _pf_record(record, view):
     return new
 
 
-def _slot_addresses(vf_states, type_id, max_instances):
-    """The VFs that are slots of ``type_id`` (see the module docstring)."""
-    holding = [s.address for s in vf_states if s.current == type_id]
-    free = [s.address for s in vf_states
-            if s.current == 0 and s.can_take(type_id)]
-    wanted = slots.creatable_count(len(holding), len(free), max_instances)
-    return set(holding) | set(free[:wanted])
+@dataclasses.dataclass
+class _Gpu:
+    """One GPU with vGPU VFs while :func:`apply` works on it."""
 
+    pf_addr: str
+    vf_records: list
+    vf_states: list
+    supported: list
+    options: object
+    holding: list
+    free: list
+    taken: set = dataclasses.field(default_factory=set)
 
-def _gpu_records(pf_addr, vf_records, states, settings):
-    """``{address: update}`` of one GPU: its VFs' new records and, under
-    the PF's address, ``(supported types, exposed MdevTypeOptions)``."""
-    vf_records = sorted(vf_records, key=lambda r: r['address'])
-    vf_states = [states[r['address']] for r in vf_records]
-    supported = _supported(vf_states)
-    options = settings.exposed_type(pf_addr, tuple(supported))
-    if options is not None and not is_vgpu_type(options.mdev_type):
-        options = None       # a type of another vendor's naming: not ours
-    out = {pf_addr: (supported, options)}
-    taken = set()
-    if options is not None:
-        taken = _slot_addresses(vf_states, type_id_of(options.mdev_type),
-                                options.max_instances)
-    for record, state in zip(vf_records, vf_states):
-        new = _annotated(record, state)
+    @classmethod
+    def of(cls, pf_addr, vf_records, states, settings):
+        vf_records = sorted(vf_records, key=lambda r: r['address'])
+        vf_states = [states[r['address']] for r in vf_records]
+        supported = _supported(vf_states)
+        options = settings.exposed_type(pf_addr, tuple(supported))
+        if options is not None and not is_vgpu_type(options.mdev_type):
+            options = None   # a type of another vendor's naming: not ours
+        holding, free = [], []
         if options is not None:
-            slot = record['address'] in taken
-            new['mdev_type'] = options.mdev_type if slot else (
-                state.current_type)
-            new['extra_info'][extra_info.MDEV_EXPOSED] = extra_info.flag(
-                slot)
-        out[record['address']] = new
-    return out
+            type_id = type_id_of(options.mdev_type)
+            holding = [s.address for s in vf_states
+                       if s.current == type_id]
+            free = [s.address for s in vf_states
+                    if s.current == 0 and s.can_take(type_id)]
+        return cls(pf_addr, vf_records, vf_states, supported, options,
+                   holding, free)
+
+    def records(self):
+        """``{address: update}``: the VFs' new records and, under the PF's
+        address, ``(supported types, exposed MdevTypeOptions)``."""
+        out = {self.pf_addr: (self.supported, self.options)}
+        for record, state in zip(self.vf_records, self.vf_states):
+            new = _annotated(record, state)
+            if self.options is not None:
+                slot = record['address'] in self.taken
+                new['mdev_type'] = self.options.mdev_type if slot else (
+                    state.current_type)
+                new['extra_info'][extra_info.MDEV_EXPOSED] = (
+                    extra_info.flag(slot))
+            out[record['address']] = new
+        return out

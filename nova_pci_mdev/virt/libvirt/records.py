@@ -87,8 +87,11 @@ def _pci_record(dev):
                    dev.numa_node, dev.name, parent_addr=parent_addr)
 
 
-def _parent_records(nodename, dev, mdevs, settings):
-    """The ``mdev-pf`` record of ``dev`` followed by its ``mdev-vf``s."""
+def _parent_records(nodename, dev, mdevs, settings, counts):
+    """The ``mdev-pf`` record of ``dev`` followed by its ``mdev-vf``s; a
+    parent exposing a type is added to ``counts`` as ``(record, options,
+    existing, available)``: its creatable count is set once every parent
+    is known (:func:`_set_creatable`)."""
     virtual = isinstance(dev, nodedev.VirtualParent)
     supported = {t.id: t for t in dev.mdev_types}
     options = settings.exposed_type(dev.address, tuple(supported))
@@ -112,10 +115,8 @@ def _parent_records(nodename, dev, mdevs, settings):
     mine = ()
     if exposed is not None:
         mine = sorted({m.uuid for m in mdevs if m.mdev_type == exposed})
-        count = _creatable(supported.get(exposed), options,
-                           [by_uuid[u] for u in mine])
-        if count:
-            parent['extra_info'][extra_info.CREATABLE] = str(count)
+        counts.append((parent, options, len(mine), _available(
+            supported.get(exposed), [by_uuid[u] for u in mine])))
     others = sorted((m for m in mdevs if m.mdev_type != exposed),
                     key=lambda m: m.uuid)
     return ([parent]
@@ -123,9 +124,9 @@ def _parent_records(nodename, dev, mdevs, settings):
             + [_slot(parent, m.uuid, m.mdev_type, m, False) for m in others])
 
 
-def _creatable(kind, options, mine):
+def _available(kind, mine):
     """How many more mdevs of the exposed type the parent can create,
-    within ``max_instances``; ``mine`` are its mdevs of that type."""
+    before any limit; ``mine`` are its mdevs of that type."""
     # An exposed type the parent does not list (configuration naming the
     # wrong parent) gets slots for its existing mdevs only.
     available = kind.available_instances if kind is not None else 0
@@ -133,8 +134,17 @@ def _creatable(kind, options, mine):
     # hold an instance yet: starting it will take one of the available
     # instances, so that one is not a creatable slot.
     stopped = sum(1 for m in mine if not m.active)
-    return slots.creatable_count(len(mine), max(0, available - stopped),
-                                 options.max_instances)
+    return max(0, available - stopped)
+
+
+def _set_creatable(counts, settings):
+    """Set each parent's creatable count of ``counts`` within the
+    ``max_instances`` limits of its type
+    (:func:`.slots.creatable_per_parent`)."""
+    for (parent, _o, _e, _a), count in zip(
+            counts, slots.creatable_per_parent(counts, settings)):
+        if count:
+            parent['extra_info'][extra_info.CREATABLE] = str(count)
 
 
 def _slot(parent, uuid, mdev_type, found, is_exposed):
@@ -272,7 +282,9 @@ def build_records(nodename, devices, settings, left_out=None,
 
     ``devices``: :mod:`.nodedev` objects (None entries and other kinds are
     ignored). ``settings``: anything with ``exposed_type(parent_addr,
-    supported_type_ids) -> MdevTypeOptions | None``. Parents come sorted by
+    supported_type_ids) -> MdevTypeOptions | None``, ``parent_limits(
+    record) -> (covered, limit)`` and ``per_host(mdev_type) -> bool``
+    (:class:`~nova_pci_mdev.conf.settings.Settings`). Parents come sorted by
     address, each followed by its slots. Every device that gives no record
     is reported in ``left_out`` (a list), once. ``stand_ins``:
     :func:`vanished_stand_ins` of held slots (never reported).
@@ -285,12 +297,15 @@ def build_records(nodename, devices, settings, left_out=None,
         by_parent[nodenames.parent_address(mdev, address_of)].append(mdev)
     _report_orphans(by_parent, functions, stand_ins, left_out)
     records = []
+    counts = []
     for dev in sorted(functions, key=lambda d: d.address):
         if isinstance(dev, nodedev.VirtualParent) or dev.is_mdev_parent:
             records.extend(_parent_records(
-                nodename, dev, by_parent.get(dev.address, ()), settings))
+                nodename, dev, by_parent.get(dev.address, ()), settings,
+                counts))
         else:
             records.append(_pci_record(dev))
+    _set_creatable(counts, settings)
     return records
 
 

@@ -32,7 +32,9 @@ Cap: ``max_instances`` limits how many slots are *creatable*:
 0). Existing mdevs are always returned, even beyond the cap: they are real
 devices that an instance may hold, and an operator lowering the cap must
 not orphan them. So ``len(result) == max(len(existing),
-min(len(existing) + available, max_instances))``.
+min(len(existing) + available, max_instances))``. Which caps apply to the
+parents of one type (the device_spec key per parent, ``[mdev_<type>]
+max_instances`` per host) is :func:`type_limits`'s answer.
 """
 
 import hashlib
@@ -139,3 +141,69 @@ def new_slot_uuids(nodename, parent_addr, mdev_type, taken, count):
         if candidate not in taken:
             found.append(candidate)
     return found
+
+
+def type_limits(parents, host_limit, per_host):
+    """How many slots each parent exposing one type may still create.
+
+    ``parents``: ``[(existing, available, own_limit)]`` in address order:
+    the parent's slots of the type that exist (mdevs, or VFs holding it),
+    the instances it can still create, and the ``max_instances`` of the
+    ``[pci] device_spec`` entry covering it (None: none). ``host_limit``:
+    ``[mdev_<type>] max_instances`` (None: none). ``per_host``: the
+    configuration reads ``host_limit`` per host, Nova's meaning (it has a
+    device_spec entry with ``max_instances`` for the type).
+
+    Returns ``([creatable per parent], deprecated)``. Per host: each
+    parent within its own limit, then at most ``host_limit`` slots of the
+    type on the host, existing ones first (always counted, never dropped),
+    the rest to the parents in order. Without ``per_host`` the deprecated
+    per-parent reading of ``host_limit`` (nova-pci-mdev's before issue 27)
+    is kept where the two readings differ, and ``deprecated`` is True.
+    Linear in the number of parents.
+    """
+    own = [creatable_count(e, a, limit) for e, a, limit in parents]
+    if host_limit is None:
+        return own, False
+    budget = max(0, host_limit - sum(e for e, _a, _l in parents))
+    shared = []
+    for count in own:
+        take = min(count, budget)
+        budget -= take
+        shared.append(take)
+    if per_host:
+        return shared, False
+    # Elementwise shared <= legacy, so equal sums mean equal lists.
+    legacy = [creatable_count(
+        e, a, host_limit if limit is None else min(limit, host_limit))
+        for e, a, limit in parents]
+    if sum(legacy) == sum(shared):
+        return shared, False
+    return legacy, True
+
+
+def creatable_per_parent(parents, settings):
+    """``[creatable]`` of ``parents``: ``[(record, options, existing,
+    available)]`` of the parents exposing a type (``options``: its
+    MdevTypeOptions), in address order. Those a device spec covers
+    (``settings.parent_limits(record)``) share :func:`type_limits` per
+    type; a parent none covers is never handed out and offers at most
+    ``[mdev_<type>] max_instances``."""
+    out = [0] * len(parents)
+    by_type = {}
+    for index, (record, options, existing, available) in enumerate(parents):
+        covered, limit = settings.parent_limits(record)
+        if covered:
+            by_type.setdefault(options.mdev_type, []).append(
+                (index, (existing, available, limit)))
+        else:
+            out[index] = creatable_count(existing, available,
+                                         options.max_instances)
+    for mdev_type, group in by_type.items():
+        counts, _deprecated = type_limits(
+            [counted for _i, counted in group],
+            parents[group[0][0]][1].max_instances,
+            settings.per_host(mdev_type))
+        for (index, _c), count in zip(group, counts):
+            out[index] = count
+    return out

@@ -173,6 +173,36 @@ class ParseSpecTest(testtools.TestCase):
             self.assertEqual(key, problems[0][0], entry)
             self.assertIn('entry 1', problems[0][2])
 
+    def test_max_instances(self):
+        """A per-parent limit (issue 27): a positive integer, only with
+        mdev_type in the same entry, and no pool tag."""
+        for value, expected in ((1, 1), (16, 16), ('8', 8),
+                                (2 ** 31 - 1, 2 ** 31 - 1)):
+            spec, problems = parse({'mdev_type': 'nvidia-35',
+                                    'max_instances': value})
+            self.assertEqual([], problems, value)
+            self.assertEqual((expected, {}), (spec.max_instances, spec.tags))
+        self.assertIsNone(parse({'mdev_type': 'x'})[0].max_instances)
+        positive = 'expected a positive integer (at most 2147483647)'
+        for value, shown, rule in (
+                (0, '0', positive), (-2, '-2', positive),
+                (2 ** 31, '2147483648', positive),
+                ('x', "'x'", positive), ('', "''", positive),
+                (True, 'True', positive), (1.5, '1.5', positive),
+                ([2], '[2]', positive), (None, 'None', positive)):
+            spec, problems = parse({'mdev_type': 'nvidia-35',
+                                    'max_instances': value})
+            self.assertIsNone(spec, value)
+            self.assertEqual([('max_instances', shown,
+                               'entry 1, key "max_instances": ' + rule)],
+                             problems)
+        spec, problems = parse({'vendor_id': '10de', 'max_instances': 4})
+        self.assertIsNone(spec)
+        self.assertEqual([('max_instances', '4', 'entry 1, key '
+                           '"max_instances": needs "mdev_type" in the same '
+                           'entry: it limits the mdevs of each parent the '
+                           'entry covers')], problems)
+
     def test_every_bad_key_is_reported(self):
         spec, problems = parse({'vendor_id': 'zz', 'product_id': 'yy',
                                 'mdev_type': '../x'})

@@ -71,6 +71,13 @@ class StubSettings:
                 return options
         return None
 
+    def parent_limits(self, parent):
+        """No ``[pci] device_spec`` here: covered, no per-parent limit."""
+        return True, None
+
+    def per_host(self, mdev_type):
+        return False
+
 
 DEFAULT_SETTINGS = StubSettings(Options('nvidia-222'), Options('mtty-1'))
 
