@@ -110,6 +110,7 @@ def cmd_devices(args, out):
     compute = build_compute_host(args, settings)
     snap = compute.snapshot(tree=False)
     missing, instances = snap.missing, len(snap.instances)
+    moved = list(render.moved_lines(snap.devices))
     tracked = len(snap.devices)
     unlisted = {d.address for d in snap.unlisted}
     everything = snap.devices + snap.unlisted
@@ -124,6 +125,7 @@ def cmd_devices(args, out):
     for uuid in missing:
         out.write('allocated mdev %s is not on the host (after a reboot '
                   '`nova-pci-mdev restore` recreates it)\n' % uuid)
+    out.writelines(line + '\n' for line in moved)
     for line in render.device_tree_lines(
             everything, whitelisted=lambda d: d.address not in unlisted):
         out.write(line + '\n')

@@ -165,7 +165,8 @@ class ComputeHost(object):
                 slot_factory=self._slots)
             done = synced.bring_in_line(
                 tx, tracker, self.host, self.vgpus, self.settings,
-                [claims.slot_of(d) for d in held])
+                [claims.slot_of(d) for d in held],
+                [dev.address for dev, *_ in claims.moved_mdevs(held)])
             yield Session(tx, tracker, done.report, tx.instances(),
                           done.unlisted, recreated, done.problems,
                           done.vgpu_states)
