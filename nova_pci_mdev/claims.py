@@ -69,17 +69,13 @@ def missing_mdevs(devices):
 
 
 def moved_mdevs(devices):
-    """``(slot, listed parent address, listed type)`` of the slots in use
-    among ``devices`` whose mdev the host lists under another parent or
-    with another type than their claim holds them on (the tracker keeps
-    them where they were claimed: :mod:`.pci.manager`)."""
-    out = []
-    for dev in devices:
-        listed = (device_table.listed_under(dev)
-                  if dev.dev_type == DevType.MDEV_VF else None)
-        if listed is not None:
-            out.append((dev,) + listed)
-    return tuple(out)
+    """UUIDs of the slots in use among ``devices`` whose mdev the host
+    lists under another parent or type than their claim holds them on
+    (the tracker keeps them where they were claimed: :mod:`.pci.
+    held_back`)."""
+    return tuple(dev.address for dev in devices
+                 if dev.dev_type == DevType.MDEV_VF
+                 and device_table.listed_under(dev) is not None)
 
 
 def record(flavor, choice, extra=None):

@@ -165,8 +165,7 @@ class ComputeHost(object):
                 slot_factory=self._slots)
             done = synced.bring_in_line(
                 tx, tracker, self.host, self.vgpus, self.settings,
-                [claims.slot_of(d) for d in held],
-                [dev.address for dev, *_ in claims.moved_mdevs(held)])
+                [claims.slot_of(d) for d in held], claims.moved_mdevs(held))
             yield Session(tx, tracker, done.report, tx.instances(),
                           done.unlisted, recreated, done.problems,
                           done.vgpu_states)
@@ -268,7 +267,8 @@ class ComputeHost(object):
                 allocations = allocation.local_allocations(
                     allocation.only_parents(tree, s.tracker, parents),
                     s.tracker, flavor.resource_groups, cells,
-                    isolate=flavor.group_policy == 'isolate')
+                    isolate=flavor.group_policy == 'isolate',
+                    traits=flavor.trait_groups)
             for parent, amount in allocation.slots_for(
                     tree, s.tracker, allocations, self.root_uuid):
                 # A failure on a later parent rolls the session back.
