@@ -272,6 +272,15 @@ def inventory_table(tree, used=None):
          'free', 'traits'), rows), legend))
 
 
+def missing_lines(missing, devices):
+    """What ``devices`` says first: a line per allocated mdev the host
+    does not run (``missing``: their UUIDs), then :func:`moved_lines`."""
+    for uuid in missing:
+        yield ('allocated mdev %s is not on the host (after a reboot '
+               '`nova-pci-mdev restore` recreates it)' % uuid)
+    yield from moved_lines(devices)
+
+
 def moved_lines(devices):
     """A line per slot in use among ``devices`` (the tracked ones) whose
     mdev the host lists under another parent or type (:mod:`nova_pci_mdev.
