@@ -225,6 +225,12 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
             address = _record_address(record)
             spec = self._whitelist.match(record)
             if spec is None:
+                held = self._devs.get(address)
+                if (held is not None and held.status in Status.BUSY
+                        and held_back.moves(held, record)):
+                    # Not offered as it is listed (an mdev of a type its
+                    # parent does not expose), but held: where it is.
+                    seen[address] = (dict(record, address=address), None)
                 continue
             if record['address'] != address:
                 record = dict(record, address=address)

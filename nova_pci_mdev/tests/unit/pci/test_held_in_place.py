@@ -116,6 +116,22 @@ class HeldInPlaceTest(testtools.TestCase):
         self.assertEqual((GPU_A, 'nvidia-223'),
                          device_table.listed_under(dev))
 
+    def test_named_even_when_not_offered_as_listed(self):
+        # An mdev of a type its parent does not expose is no slot anyone
+        # may claim (the compute host's whitelist drops its record); held,
+        # the sync still says where it is.
+        tracker = new_tracker(False)
+        tracker._whitelist.excluded = {SLOT}
+        report = tracker.sync([gpu(GPU_A, 0, 3),
+                               slot(GPU_A, 0, 'nvidia-223'),
+                               gpu(GPU_B, 1, 4)])
+        dev = tracker.devices[SLOT]
+        self.assertIn(SLOT, report.kept)
+        self.assertEqual((GPU_A, 'nvidia-223'),
+                         device_table.listed_under(dev))
+        self.assertEqual(('nvidia-222', S.ALLOCATED),
+                         (dev.mdev_type, dev.status))
+
     def test_back_on_its_parent_or_freed(self):
         for pure in (False, True):
             tracker = new_tracker(pure)
