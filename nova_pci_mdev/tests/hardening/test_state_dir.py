@@ -214,10 +214,10 @@ class ConsistencyTest(StateDirTestCase):
     def test_marker_deleted(self):
         with self.record('state', 'state.db.id (the marker) deleted beside '
                          'the current state.db, or beside an older copy '
-                         'put back', 'every command exits 3 naming the '
-                         'store, its generation and the marker to write '
-                         'back; nothing written; writing it back as told '
-                         'opens the current store') as row:
+                         'put back (issue 31)', 'every command exits 3 '
+                         'naming the store, its generation and the marker '
+                         'to write back; nothing written; writing it back '
+                         'as told opens the current store') as row:
             self.claim(INSTANCES[0])
             older = digest(self.db)
             self.claim(INSTANCES[1])
@@ -247,7 +247,7 @@ class ConsistencyTest(StateDirTestCase):
         with self.record('state', 'a device row set back to available, '
                          'deleted, or given to another instance, or an '
                          'instance record dropped, in SQLite while the '
-                         'other table still says otherwise',
+                         'other table still says otherwise (issue 31)',
                          'every command exits 3 naming the device, the '
                          'instance and what each table says; nothing '
                          'written, the device never handed out again'
@@ -284,8 +284,8 @@ class ConsistencyTest(StateDirTestCase):
         trials = recorder.scale(30, 300)
         with self.record('crash', 'a first start (a new store: database, '
                          'then its marker, then the commit that publishes '
-                         'it) SIGKILLed at a random point, %d times'
-                         % trials, 'the directory always opens again, '
+                         'it) SIGKILLed at a random point (issue 31)',
+                         'the directory always opens again, '
                          'with its marker; never refused (a store whose '
                          'marker was never published is not a lost one)'
                          ) as row:
