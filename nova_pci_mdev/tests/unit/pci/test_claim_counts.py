@@ -165,7 +165,10 @@ def most_together(records, tracker, specs):
         made = sum(1 for child in children[address]
                    if child not in initial)
         left = int(initial[address]['extra_info'].get('creatable', 0)) - made
-        if (dev.dev_type == T.MDEV_PF and left > 0 and free(address)
+        # Slots to create: while neither the parent nor an ancestor is
+        # used whole (slots of it in use do not stop it making more).
+        if (dev.dev_type == T.MDEV_PF and left > 0
+                and not ({address} | set(ancestors(address))) & held
                 and wanted(T.MDEV_VF, _attrs(dev))):
             below += left
         me = 1 if (free(address) and wanted(dev.dev_type, _attrs(dev))) \
