@@ -43,8 +43,10 @@ class Planner(object):
             total += item[2]
         if total < need:
             return 0
-        serving = {item[1].key for item in ranked}
+        serving = None          # made once a pool holds devices
         for _, pool, _free in ranked:
+            if serving is None and (pool.existing or pool.other):
+                serving = {item[1].key for item in ranked}
             need = self._take(plan, request, pool, need, serving)
             if not need:
                 break
