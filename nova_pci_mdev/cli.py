@@ -110,13 +110,11 @@ def cmd_devices(args, out):
     settings = load_settings(args)
     compute = build_compute_host(args, settings)
     snap = compute.snapshot(tree=False)
-    instances = len(snap.instances)
+    instances, tracked = len(snap.instances), len(snap.devices)
     notes = list(render.missing_lines(snap.missing, snap.devices))
-    tracked = len(snap.devices)
     unlisted = {d.address for d in snap.unlisted}
     everything = snap.devices + snap.unlisted
-    del snap
-    left_out = compute.host.left_out        # listed too (and warned about)
+    left_out = compute.host.left_out    # listed too (and warned about)
     if args.format == 'json':
         render.write_json_list(out, (
             dict(render.device_dict(d), whitelisted=d.address not in unlisted)
