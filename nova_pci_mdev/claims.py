@@ -13,6 +13,7 @@ from nova_pci_mdev import exception
 from nova_pci_mdev import names
 from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.virt.libvirt import config as vconfig
 from nova_pci_mdev.virt.libvirt import nvidia_vf
 
@@ -57,12 +58,24 @@ def cell_ids(cells):
 
 def missing_mdevs(devices):
     """UUIDs of the allocated mdev slots among ``devices`` whose mdev the
-    host does not run (vanished, or defined but stopped)."""
+    host does not run (vanished, or defined but stopped); those it lists
+    under another parent or type are :func:`moved_mdevs` instead."""
     return tuple(d.address for d in devices
                  if d.dev_type == DevType.MDEV_VF
                  and d.status == fields.PciDeviceStatus.ALLOCATED
                  and not extra_info.is_true(d.extra_info,
-                                            extra_info.MDEV_EXISTS))
+                                            extra_info.MDEV_EXISTS)
+                 and device_table.listed_under(d) is None)
+
+
+def moved_mdevs(devices):
+    """UUIDs of the slots in use among ``devices`` whose mdev the host
+    lists under another parent or type than their claim holds them on
+    (the tracker keeps them where they were claimed: :mod:`.pci.
+    held_back`)."""
+    return tuple(dev.address for dev in devices
+                 if dev.dev_type == DevType.MDEV_VF
+                 and device_table.listed_under(dev) is not None)
 
 
 def record(flavor, choice, extra=None):

@@ -21,6 +21,7 @@ from nova_pci_mdev import cli_live
 from nova_pci_mdev import cli_restore
 from nova_pci_mdev import data
 from nova_pci_mdev import exception
+from nova_pci_mdev import names
 from nova_pci_mdev import state_dir as state_dir_mod
 
 # Commands import the modules that pull in oslo.versionedobjects (and with
@@ -109,12 +110,11 @@ def cmd_devices(args, out):
     settings = load_settings(args)
     compute = build_compute_host(args, settings)
     snap = compute.snapshot(tree=False)
-    missing, instances = snap.missing, len(snap.instances)
-    tracked = len(snap.devices)
+    instances, tracked = len(snap.instances), len(snap.devices)
+    notes = list(render.missing_lines(snap.missing, snap.devices))
     unlisted = {d.address for d in snap.unlisted}
     everything = snap.devices + snap.unlisted
-    del snap
-    left_out = compute.host.left_out        # listed too (and warned about)
+    left_out = compute.host.left_out    # listed too (and warned about)
     if args.format == 'json':
         render.write_json_list(out, (
             dict(render.device_dict(d), whitelisted=d.address not in unlisted)
@@ -123,9 +123,7 @@ def cmd_devices(args, out):
     out.write('host %s: %d devices (%d whitelisted), %s%d instance(s)\n' % (
         compute.nodename, len(everything), tracked,
         render.left_out_count(left_out), instances))
-    for uuid in missing:
-        out.write('allocated mdev %s is not on the host (after a reboot '
-                  '`nova-pci-mdev restore` recreates it)\n' % uuid)
+    out.writelines(line + '\n' for line in notes)
     for line in render.device_tree_lines(
             everything, lambda d: d.address not in unlisted, left_out):
         out.write(line + '\n')
@@ -167,8 +165,9 @@ def cmd_claim(args, out):
             key='--extra-spec', value=' '.join(args.extra_spec) or '(none)',
             reason='asks for no device: give pci_passthrough:alias=NAME:N '
                    'or resources[N]:<RC>=N')
+    instance = str(uuid_lib.uuid4()) if args.instance is None else (
+        names.normalize_uuid(args.instance, '--instance'))
     compute = build_compute_host(args, settings)
-    instance = args.instance or str(uuid_lib.uuid4())
     result = compute.claim(instance, flavor, dry_run=args.dry_run)
     if args.format == 'json':
         out.write(render.to_json({
@@ -206,6 +205,7 @@ def cmd_claim(args, out):
 
 def cmd_release(args, out):
     from nova_pci_mdev import render
+    args.instance = names.normalize_uuid(args.instance, '--instance')
     compute = build_compute_host(args, load_settings(args))
     freed = compute.release(args.instance)
     if args.format == 'json':

@@ -21,6 +21,7 @@ import uuid as uuid_lib
 
 from nova_pci_mdev import exception
 from nova_pci_mdev import input_files
+from nova_pci_mdev import names
 
 
 def _cli():
@@ -54,6 +55,7 @@ def _load_source(path):
 def cmd_live_move_source(args, out):
     from nova_pci_mdev import render
     cli = _cli()
+    args.instance = names.normalize_uuid(args.instance, '--instance')
     compute = cli.build_compute_host(args, cli.load_settings(args))
     source = compute.live_move_source(args.instance)
     if args.format == 'json':

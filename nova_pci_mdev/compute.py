@@ -140,7 +140,8 @@ class ComputeHost(object):
 
     @contextlib.contextmanager
     def session(self, change_host=True):
-        """Load, recreate, sync, yield a :class:`Session`, then save.
+        """Load (the store's tables agree, :meth:`.store_rows.Transaction.
+        load_state`), recreate, sync, yield a :class:`Session`, then save.
 
         With ``change_host`` allocated slots whose mdev vanished (host
         reboot) are recreated first, with the same UUID on the same parent,
@@ -151,9 +152,8 @@ class ComputeHost(object):
         with the host, when its input changed (:mod:`.synced`).
         """
         with self.store.transaction() as tx:
-            loaded = tx.load_devices()
-            held = [d for d in loaded if d.dev_type == DevType.MDEV_VF
-                    and d.status in (Status.CLAIMED, Status.ALLOCATED)]
+            loaded, instances, busy = tx.load_state()
+            held = [d for d in busy if d.dev_type == DevType.MDEV_VF]
             recreated = mdev_mod.RecreateReport([], {})
             if change_host:
                 recreated = self.vgpus.restore_held(
@@ -165,8 +165,8 @@ class ComputeHost(object):
                 slot_factory=self._slots)
             done = synced.bring_in_line(
                 tx, tracker, self.host, self.vgpus, self.settings,
-                [claims.slot_of(d) for d in held])
-            yield Session(tx, tracker, done.report, tx.instances(),
+                [claims.slot_of(d) for d in held], claims.moved_mdevs(held))
+            yield Session(tx, tracker, done.report, instances,
                           done.unlisted, recreated, done.problems,
                           done.vgpu_states)
             synced.save(tx, tracker)
@@ -267,7 +267,8 @@ class ComputeHost(object):
                 allocations = allocation.local_allocations(
                     allocation.only_parents(tree, s.tracker, parents),
                     s.tracker, flavor.resource_groups, cells,
-                    isolate=flavor.group_policy == 'isolate')
+                    isolate=flavor.group_policy == 'isolate',
+                    traits=flavor.trait_groups)
             for parent, amount in allocation.slots_for(
                     tree, s.tracker, allocations, self.root_uuid):
                 # A failure on a later parent rolls the session back.

@@ -2,7 +2,10 @@
 
 Pure parsing: ``pci_passthrough:alias`` and ``hw:pci_numa_affinity_policy``
 (the alias path, delegated to :mod:`nova_pci_mdev.pci.request`),
-``hw:numa_nodes`` and the Placement request groups ``resources[N]:<RC>``.
+``hw:numa_nodes`` and the Placement request groups ``resources[N]:<RC>``
+with their traits ``trait[N]:<TRAIT>=required|forbidden`` (the values
+Nova's flavor validation accepts; a numbered group's traits need its
+resources, as Placement refuses a numbered group without them).
 Keys this library does not use are ignored, as Nova's flavors carry many.
 Invariant: a :class:`FlavorRequest` only holds validated values; every bad
 value raises :class:`~nova_pci_mdev.exception.InvalidExtraSpec` naming the
@@ -18,6 +21,10 @@ from nova_pci_mdev.pci import request as pci_request
 _RESOURCES_KEY = re.compile(r'^resources(?P<suffix>[A-Za-z0-9_-]*):'
                             r'(?P<rc>.*)$')
 _RC_NAME = re.compile(r'^(CUSTOM_[A-Z0-9_]+|[A-Z][A-Z0-9_]*)$')
+_TRAIT_KEY = re.compile(r'^trait(?P<suffix>[A-Za-z0-9_-]*):(?P<trait>.*)$')
+#: Placement's trait names: a standard one, or CUSTOM_ and [A-Z0-9_].
+_TRAIT_NAME = re.compile(r'^[A-Z][A-Z0-9_]{0,254}$')
+TRAIT_VALUES = ('required', 'forbidden')
 _AMOUNT_RE = re.compile(r'[0-9]{1,9}')
 GROUP_POLICIES = ('none', 'isolate')
 
@@ -30,6 +37,8 @@ class FlavorRequest:
     resource_groups: dict = dataclasses.field(default_factory=dict)
     #: ``group_policy``: None, 'none' or 'isolate'
     group_policy: str | None = None
+    #: request group suffix -> :class:`Traits` (``trait[N]:`` specs)
+    trait_groups: dict = dataclasses.field(default_factory=dict)
 
     @property
     def resources(self):
@@ -39,6 +48,14 @@ class FlavorRequest:
             for rc, amount in group.items():
                 total[rc] = total.get(rc, 0) + amount
         return total
+
+
+@dataclasses.dataclass(frozen=True)
+class Traits:
+    """The traits one request group requires and forbids."""
+
+    required: frozenset = frozenset()
+    forbidden: frozenset = frozenset()
 
 
 def _amount(value):
@@ -86,7 +103,41 @@ def parse(extra_specs, aliases):
             groups.setdefault(match.group('suffix'), {})[rc] = amount
     return FlavorRequest(pci_requests=pci_requests, numa_nodes=numa_nodes,
                          resource_groups=groups,
-                         group_policy=_group_policy(extra_specs, groups))
+                         group_policy=_group_policy(extra_specs, groups),
+                         trait_groups=_trait_groups(extra_specs, groups))
+
+
+def _trait_groups(extra_specs, groups):
+    """``{suffix: Traits}`` of the ``trait[N]:<TRAIT>`` specs."""
+    found = {}
+    for key, value in extra_specs.items():
+        match = _TRAIT_KEY.match(key)
+        if not match:
+            continue
+        trait, suffix = match.group('trait'), match.group('suffix')
+        if not _TRAIT_NAME.match(trait):
+            raise exception.InvalidExtraSpec(
+                key=key, value=value,
+                reason='trait %r must be upper case letters, digits and "_" '
+                       '(at most 255; CUSTOM_ prefix for custom traits)'
+                       % trait)
+        kind = str(value).strip()
+        if kind not in TRAIT_VALUES:
+            raise exception.InvalidExtraSpec(
+                key=key, value=value,
+                reason='expected required (only providers with the trait) '
+                       'or forbidden (only providers without it)')
+        if suffix and suffix not in groups:
+            raise exception.InvalidExtraSpec(
+                key=key, value=value,
+                reason='request group %s asks for no resources '
+                       '(resources%s:<RC>=N): Placement has nothing to '
+                       'apply the trait to' % (suffix, suffix))
+        found.setdefault(suffix, {})[trait] = kind
+    return {suffix: Traits(
+        required=frozenset(t for t, k in kinds.items() if k == 'required'),
+        forbidden=frozenset(t for t, k in kinds.items() if k == 'forbidden'))
+        for suffix, kinds in found.items()}
 
 
 def _group_policy(extra_specs, groups):

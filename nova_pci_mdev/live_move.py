@@ -62,6 +62,19 @@ class MoveSource:
     versions: versions_mod.HypervisorVersions
     devices: tuple = ()
 
+    def __post_init__(self):
+        """An instance holds a device once: a device listed twice would
+        get two destination devices and map to one of them."""
+        seen = {}
+        for index, dev in enumerate(self.devices):
+            first = seen.setdefault(dev.address, index)
+            if first != index:
+                raise exception.InvalidValue(
+                    field='move source devices[%d].address' % index,
+                    value=dev.address,
+                    rule='also devices[%d]: an instance holds a device '
+                         'once' % first)
+
     def minimums(self):
         """The version minimums the devices need, mdevs' first."""
         out = []

@@ -11,6 +11,7 @@ import json
 from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.pci import capacity
+from nova_pci_mdev.pci import device_table
 
 DevType = fields.PciDeviceType
 Status = fields.PciDeviceStatus
@@ -331,3 +332,36 @@ def inventory_table(tree, used=None):
     return '\n'.join((head, table(
         ('provider', 'device', 'resource_class', 'total', 'reserved', 'used',
          'free', 'traits'), rows), legend))
+
+
+def missing_lines(missing, devices):
+    """What ``devices`` says first: a line per allocated mdev the host
+    does not run (``missing``: their UUIDs), then :func:`moved_lines`."""
+    for uuid in missing:
+        yield ('allocated mdev %s is not on the host (after a reboot '
+               '`nova-pci-mdev restore` recreates it)' % uuid)
+    yield from moved_lines(devices)
+
+
+def moved_lines(devices):
+    """A line per slot in use among ``devices`` (the tracked ones) whose
+    mdev the host lists under another parent or type (:mod:`nova_pci_mdev.
+    pci.held_back`): where it is held, where it came back."""
+    numa = {d.address: d.numa_node for d in devices
+            if d.dev_type == DevType.MDEV_PF}
+
+    def where(address, mdev_type):
+        node = numa.get(address)
+        return '%s %s (NUMA node %s)' % (
+            address, mdev_type, 'unknown' if node is None else node)
+    for slot in devices:
+        listed = (device_table.listed_under(slot)
+                  if slot.dev_type == DevType.MDEV_VF else None)
+        if listed is not None:
+            yield ('%s mdev %s of instance %s came back on parent %s, not '
+                   'on its parent %s: not moved (an allocation keeps its '
+                   'UUID on its parent); remove that mdev, then '
+                   '`nova-pci-mdev restore` recreates it' % (
+                       slot.status, slot.address, slot.instance_uuid,
+                       where(*listed), where(slot.parent_addr,
+                                             slot.mdev_type)))

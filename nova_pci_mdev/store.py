@@ -37,6 +37,10 @@ Invariants:
     mdevs): state was lost, which is never taken for a first start;
   - a database that is not the store the marker names, or an older
     generation of it (replaced by another store or an older copy);
+  - a database without its marker, unless the marker was never published
+    (a crash between creating the store and writing its marker: see
+    :func:`.store_schema.check_identity`), and then only where a new
+    store could be made;
   - a store whose recorded owner differs from ``owner``.
 
   A store of schema 1 (no identity yet) is recognised by its tables and
@@ -145,6 +149,7 @@ class SqliteStore(object):
             if kind in (files.Kind.ABSENT, files.Kind.EMPTY):
                 self._refuse_lost(kind)
                 self._create()
+                marker = files.read_marker(self.path)
             for suffix in files.SQLITE_SUFFIXES:
                 files.lstat_state_file(self.path + suffix)
             ident = files.file_ident(self.path)
@@ -160,6 +165,11 @@ class SqliteStore(object):
                                   'being opened')
             self.store_uuid = schema.check_identity(
                 info, marker, files.marker_path(self.path), self._error)
+            if (marker is None and kind is files.Kind.OURS
+                    and info['generation'] == '0'):
+                # A new store a crash left without its marker: only where
+                # a new store could be made (:meth:`_refuse_lost`).
+                self._refuse_lost(files.Kind.ABSENT, 'has no marker')
             missing = schema.check_owner(info, self.owner, self._error)
             if missing:
                 with self.transaction() as tx:
@@ -171,6 +181,10 @@ class SqliteStore(object):
             if marker != current:
                 files.write_marker(self.path, self.store_uuid,
                                    current['generation'])
+            if info.get(schema.PENDING):
+                with self.transaction() as tx:
+                    with tx._sql('publish the marker') as conn:
+                        schema.clear_pending(conn)
 
     def _check_unmarked(self):
         """A SQLite file without our application_id: a schema 1 store
@@ -188,9 +202,9 @@ class SqliteStore(object):
                 'its tables; tables: %s); left untouched'
                 % (', '.join(sorted(found)) or 'none'))
 
-    def _refuse_lost(self, kind):
-        what = ('is empty (0 bytes)' if kind is files.Kind.EMPTY
-                else 'is missing')
+    def _refuse_lost(self, kind, what=None):
+        what = what or ('is empty (0 bytes)' if kind is files.Kind.EMPTY
+                        else 'is missing')
         found = files.existing_state(self.path, self._beside)
         schema.refuse_lost(what, [os.path.basename(p) for p in found],
                            self._error)
@@ -299,6 +313,8 @@ class SqliteStore(object):
                 'committed to it: the commit (generation %d) is lost, and '
                 'what it recorded (a claim, a release) did not happen'
                 % generation)
+        if self.store_uuid is None:
+            return      # opening (a migration): _open writes the marker
         with contextlib.suppress(exception.StoreError):
             # The marker only ever lags: the database is the truth.
             files.write_marker(self.path, self.store_uuid, generation)

@@ -14,10 +14,15 @@ import json
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.objects import bulk
+from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import pci_device
 from nova_pci_mdev import store_schema as schema
 
 _COLUMN_NAMES = schema.COLUMN_NAMES
+_BUSY = frozenset((fields.PciDeviceStatus.CLAIMED,
+                   fields.PciDeviceStatus.ALLOCATED))
+#: Disagreements a refusal names (then a count of the rest).
+_SHOWN = 5
 #: store_info key of the last sync's note (a JSON document).
 SYNC_NOTE = 'sync_note'
 
@@ -116,6 +121,33 @@ class Transaction(object):
             conn.execute('INSERT OR REPLACE INTO store_info (key, value) '
                          'VALUES (?, ?)', (SYNC_NOTE, text))
 
+    # -- both, and their agreement -------------------------------------------
+
+    def load_state(self):
+        """``(devices, instances, busy)``: :meth:`load_devices`,
+        :meth:`instances` and the devices in use (claimed, allocated),
+        after checking that the two tables agree: every device an
+        instance's record lists is in use by that instance, and every
+        device in use is listed by its instance's record. A disagreement
+        (a row set back to available or deleted, an owner changed by hand)
+        would hand a device a guest holds to another: StoreError naming
+        it, and nothing is read further (the caller's transaction rolls
+        back: nothing is written)."""
+        devices = self.load_devices()
+        instances = self.instances()
+        busy = [d for d in devices if d.status in _BUSY]
+        problems = disagreements(devices, instances, busy)
+        if problems:
+            raise self._store._error(
+                'its devices and instances tables disagree: %s%s (the '
+                'store was edited or damaged; a device a guest holds could '
+                'be handed out again). Nothing was changed: restore the '
+                'state directory from a copy, or make the rows agree again'
+                % ('; '.join(problems[:_SHOWN]), '; and %d more'
+                   % (len(problems) - _SHOWN) if len(problems) > _SHOWN
+                   else ''))
+        return devices, instances, busy
+
     # -- instances ---------------------------------------------------------
 
     def instances(self):
@@ -149,3 +181,48 @@ class Transaction(object):
             return json.dumps(value, sort_keys=True)
         except (TypeError, ValueError) as exc:
             raise self._store._error('%s is not JSON: %s' % (what, exc))
+
+
+def disagreements(devices, instances, busy):
+    """What the devices table and the instances table (``{uuid:
+    record}``, each record listing its ``devices``) say differently, one
+    text per device; ``busy``: the devices in use among ``devices``.
+    Linear in the records' devices and ``busy``; every device is looked
+    at only when a record lists one not in use."""
+    listed = {}
+    problems = []
+    for uuid, record in sorted(instances.items()):
+        addresses = record.get('devices') if isinstance(record, dict) else ()
+        if not isinstance(addresses, list):
+            problems.append('the record of instance %s lists %r, not device '
+                            'addresses' % (uuid, addresses))
+            continue
+        for address in addresses:
+            other = listed.setdefault(address, uuid)
+            if other != uuid:
+                problems.append('device %s is listed by instances %s and %s'
+                                % (address, other, uuid))
+    in_use = {}
+    for dev in busy:
+        in_use[dev.address] = dev
+        owner = listed.get(dev.address)
+        if owner is None:
+            problems.append('device %s is %s by instance %s, %s' % (
+                dev.address, dev.status, dev.instance_uuid,
+                'whose record does not list it' if dev.instance_uuid in
+                instances else 'which has no record'))
+        elif owner != dev.instance_uuid:
+            problems.append('device %s is %s by instance %s, but instance '
+                            '%s lists it' % (dev.address, dev.status,
+                                             dev.instance_uuid, owner))
+    rows = None
+    for address, uuid in sorted(listed.items()):
+        if address in in_use:
+            continue
+        if rows is None:
+            rows = {d.address: d for d in devices}
+        dev = rows.get(address)
+        problems.append('instance %s lists device %s, %s' % (
+            uuid, address, 'which is not in the devices table' if dev is None
+            else 'which is %s' % dev.status))
+    return problems

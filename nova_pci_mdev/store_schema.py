@@ -24,6 +24,10 @@ from nova_pci_mdev import store_files
 SCHEMA_VERSION = 2
 FORMAT = 'nova-pci-mdev state store'
 OWNER = 'owner.'
+#: store_info key of a store whose marker is not published yet (created
+#: or migrated, the marker not yet known to be written): only such a
+#: store may be opened without its marker (see :func:`check_identity`).
+PENDING = 'marker_pending'
 
 #: (column, SQL type) of the devices table, one per PciDevice field.
 DEVICE_COLUMNS = (
@@ -67,7 +71,7 @@ def tables(conn):
 def new_info(owner):
     """The store_info rows of a new store owned by ``owner``."""
     info = {'format': FORMAT, 'store': str(uuid_lib.uuid4()),
-            'generation': '0'}
+            'generation': '0', PENDING: '1'}
     info.update((OWNER + k, v) for k, v in owner.items())
     return info
 
@@ -136,6 +140,11 @@ def put_info(conn, items):
                      'VALUES (?, ?)', sorted(items.items()))
 
 
+def clear_pending(conn):
+    """The marker is published: from now on it must be there."""
+    conn.execute('DELETE FROM store_info WHERE key = ?', (PENDING,))
+
+
 def next_generation(conn):
     """Count the generation up; return the new value."""
     conn.execute("UPDATE store_info SET value = CAST(value AS INTEGER) + 1 "
@@ -151,14 +160,36 @@ _RESCUE = ('Restore it, or move the state directory away to start with no '
 
 def check_identity(info, marker, marker_path, error):
     """The store's UUID, after checking ``info`` against the marker
-    (``{'store', 'generation'}`` or None)."""
+    (``{'store', 'generation'}`` or None), both ways.
+
+    The rule for a missing marker: a store is created (or migrated from
+    schema 1) with :data:`PENDING`, its marker is written, and only then
+    is PENDING cleared, by a commit of its own. So a store without
+    PENDING had its marker: its absence means it was deleted, or the
+    database put back from an older copy without it, and is refused as a
+    missing database beside a marker is. A store with PENDING is one a
+    crash interrupted between the database and its marker (it holds no
+    claim made since: the first claim comes after PENDING is cleared),
+    and is opened; the caller refuses a new one (generation 0) beside
+    earlier state."""
     store_uuid = info.get('store')
     generation = info.get('generation')
     if (info.get('format') != FORMAT or not store_uuid
             or not str(generation).isdigit()):
         raise error('its store_info table is damaged (%r)' % (info,))
     if marker is None:
-        return store_uuid
+        if info.get(PENDING) == '1':
+            return store_uuid
+        raise error('is store %s at generation %s, but its marker %s is '
+                    'missing: the marker was deleted, or an older copy of '
+                    'the database was put back without it (the claims '
+                    'made since would be forgotten and their devices '
+                    'handed out again). If this database is the current '
+                    'one, put the marker back: write {"store": "%s", '
+                    '"generation": %s} to %s. Otherwise restore the '
+                    'directory, or move it away to start with no claims'
+                    % (store_uuid, generation, marker_path, store_uuid,
+                       generation, marker_path))
     if marker['store'] != store_uuid:
         raise error('is store %s, but the marker %s names store %s: the '
                     'database was replaced by another store. %s'

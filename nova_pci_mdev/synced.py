@@ -27,7 +27,8 @@ Invariants:
   skipping a sync is exactly what an unchanged sync would have done.
 * A held slot enters the digest only while the host does not list its
   mdev (``Host.listed_mdevs``, which may list fewer than there are, never
-  more): records read held slots only for those.
+  more), or lists it under another parent or type: records read held
+  slots only for the first, the tracker holds the second in place.
 """
 
 import dataclasses
@@ -78,15 +79,19 @@ def settings_digest(settings):
                  sorted((k, repr(v)) for k, v in settings.mdev_types.items())))
 
 
-def input_key(host, source, settings, held):
+def input_key(host, source, settings, held, moved=()):
     """The digest of one sync's input (see the module docstring).
 
-    Held slots count only while the host does not list their mdev: that
-    is the only way they change records (a stand-in keeps their slot), so
-    that a claim or a release of an existing mdev changes no digest.
+    Held slots count only while the host does not list their mdev, or
+    lists it under another parent or type (``moved``: their UUIDs; the
+    tracker holds them in place, :mod:`.pci.manager`): those are the only
+    ways they change what a sync does, so that a claim or a release of an
+    existing mdev changes no digest.
     """
     listed = host.listed_mdevs(source)
-    unlisted = sorted(repr(slot) for slot in held if slot[0] not in listed)
+    moved = set(moved)
+    unlisted = sorted(repr(slot) for slot in held
+                      if slot[0] not in listed or slot[0] in moved)
     hasher = hashlib.sha256()
     hasher.update(code_digest().encode('ascii'))
     hasher.update(repr((host.hostname, settings_digest(settings),
@@ -112,7 +117,7 @@ def _with_states(base, states):
     return hasher.hexdigest()
 
 
-def bring_in_line(tx, tracker, host, vgpus, settings, held):
+def bring_in_line(tx, tracker, host, vgpus, settings, held, moved=()):
     """Sync ``tracker`` with what the host lists now, unless the note of
     the last sync (in the store transaction ``tx``) says that this very
     input was applied already; a sync that ran records its note in ``tx``.
@@ -120,10 +125,11 @@ def bring_in_line(tx, tracker, host, vgpus, settings, held):
     ``vgpus`` (a :class:`~.virt.libvirt.vgpu_vfs.VgpuVfManager`) gives the
     records the vGPU view of NVIDIA VFs, as ``vgpus.view`` does; their
     ``nvidia/`` states are read once and are part of the input: the note
-    keeps the VFs to read, since finding them takes records.
+    keeps the VFs to read, since finding them takes records. ``moved``:
+    UUIDs of held slots the host lists elsewhere (:func:`input_key`).
     """
     source = host.discovery_input()
-    base = input_key(host, source, settings, held)
+    base = input_key(host, source, settings, held, moved)
     note = tx.sync_note() or {}
     if note.get('base') == base:
         candidates = list(note.get('vf_candidates') or ())

@@ -6,7 +6,8 @@ are the strings :data:`TRUE` / :data:`FALSE`; :func:`flag` writes one and
 
 Who writes what: device records from discovery
 (:mod:`nova_pci_mdev.virt.libvirt.records`) set every key but
-:data:`MISSING`, which the tracker owns (:mod:`nova_pci_mdev.pci.manager`).
+:data:`MISSING` and :data:`LISTED_UNDER`, which the tracker owns
+(:mod:`nova_pci_mdev.pci.manager`).
 """
 
 TRUE = 'true'
@@ -34,6 +35,11 @@ CREATABLE = 'creatable'
 PHYS_FUNCTION = 'phys_function'
 #: any device in use that left the host or the whitelist (tracker only).
 MISSING = 'missing'
+#: slot in use whose mdev the host lists under another parent or with
+#: another type than the claim holds it on (after a reboot): ``'<parent
+#: address> <mdev type>'`` as listed (tracker only; the slot is MISSING
+#: too, and stays where its claim put it).
+LISTED_UNDER = 'listed_under'
 
 
 def flag(value):

@@ -41,7 +41,8 @@ _STATEFUL = frozenset(('status', 'instance_uuid', 'request_id', 'id',
                        'uuid', 'extra_info'))
 #: ``extra_info`` keys a hypervisor record never sets nor clears; every
 #: other key mirrors the latest record.
-TRACKER_EXTRA_KEYS = frozenset((extra_info.MISSING,))
+TRACKER_EXTRA_KEYS = frozenset((extra_info.MISSING,
+                                extra_info.LISTED_UNDER))
 #: What ``stored`` gives for a field that holds no value.
 _UNSET = object()
 

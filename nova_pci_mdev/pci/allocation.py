@@ -13,11 +13,13 @@ Pure: it reads the tracker and the provider tree and changes neither.
 """
 
 import dataclasses
+import itertools
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.pci import capacity
+from nova_pci_mdev.pci import placement
 
 Status = fields.PciDeviceStatus
 
@@ -68,27 +70,47 @@ def _provider_label(prov, node):
                             else 'no NUMA node')
 
 
-def _shortfall(tree, devices, tracker, suffix, rc, amount, taken, cell_ids,
-               barred):
-    """RequestNotSatisfiable naming the group, and what is free where."""
+def _shortfall(tree, devices, tracker, group, what, taken, cell_ids, barred,
+               traits=None):
+    """RequestNotSatisfiable for ``what`` (the ``group``'s resources, as
+    the flavor writes them), naming what is free where on the providers of
+    its resource classes and, per provider, the trait rule that rules it
+    out."""
     free = []
     total = 0
     for prov in tree.children:
-        if rc not in prov.inventories:
+        if not set(group) & set(prov.inventories):
             continue
-        total += prov.inventories[rc].total
+        total += sum(inv.total for inv in prov.inventories.values())
         count = max(0, provider_free(tracker, prov) - taken.get(prov.uuid, 0))
         note = ' (used by another group, group_policy=isolate)' if (
-            prov.uuid in barred) else ''
+            prov.uuid in barred) else _trait_note(prov, traits)
         free.append('%s: %d%s' % (_provider_label(
             prov, provider_numa_node(tracker, prov)), count, note))
     where = ('; providers on NUMA node(s) %s are preferred' % ', '.join(
         str(c) for c in sorted(cell_ids))) if cell_ids else ''
+    if len(group) == 1:
+        (rc, amount), = group.items()
+        head = 'no provider of %s has %d free slot(s)' % (rc, amount)
+    else:
+        head = 'no provider (one per resource class) has them free'
+    if traits is not None and (traits.required or traits.forbidden):
+        head += ' with the traits asked (%s)' % ', '.join(
+            ['%s required' % t for t in sorted(traits.required)]
+            + ['%s forbidden' % t for t in sorted(traits.forbidden)])
     return exception.RequestNotSatisfiable(
-        reason='resources%s:%s=%d: no provider of %s has %d free slot(s); '
-               'free per provider: %s (%d in total on this host)%s' % (
-                   suffix, rc, amount, rc, amount,
-                   ', '.join(free) or 'none', total, where))
+        reason='%s: %s; free per provider: %s (%d in total on this host)%s'
+        % (what, head, ', '.join(free) or 'none', total, where))
+
+
+def _trait_note(prov, traits):
+    if traits is None:
+        return ''
+    lacks = sorted(traits.required - prov.traits)
+    has = sorted(traits.forbidden & prov.traits)
+    notes = (['lacks required trait %s' % t for t in lacks]
+             + ['has forbidden trait %s' % t for t in has])
+    return ' (%s)' % ', '.join(notes) if notes else ''
 
 
 def placement_used(records):
@@ -103,46 +125,154 @@ def placement_used(records):
 
 
 def local_allocations(tree, tracker, resource_groups, numa_cells=None,
-                      isolate=False):
-    """Choose providers for ``resource_groups`` without a Placement service.
+                      isolate=False, traits=None):
+    """Choose providers for ``resource_groups`` without a Placement service,
+    as an allocation candidate of Placement would.
 
-    Each (group, resource class) is served by one child provider with
-    enough free slots, preferring providers on the instance's NUMA cells,
-    then by name; with ``isolate`` (``group_policy=isolate``) two numbered
-    groups never share a provider. Returns ``{provider uuid: {rc:
-    amount}}`` or raises RequestNotSatisfiable naming the resource class
-    and the free slots of every provider of it.
+    A numbered group is served by one child provider that has every
+    resource of the group, its ``traits`` (``{suffix:
+    flavor.Traits}``) required and none forbidden; the unnumbered group
+    by one provider per resource class, none with a forbidden trait,
+    together having every trait it requires (``traits`` values: objects
+    with ``required`` and ``forbidden`` sets). Of the mdev type traits
+    (``CUSTOM_MDEV_TYPE_*``, the only traits of these providers) the
+    unnumbered group can only get those of its own providers: without
+    resources of ours it gets none (in Nova its other providers are the
+    compute node's). Other traits of the unnumbered group are the compute
+    node's, which this tree does not model: not checked here. Providers
+    on the instance's NUMA cells come first, then by name; with
+    ``isolate`` (``group_policy=isolate``) two numbered groups never
+    share a provider. Returns ``{provider uuid: {rc: amount}}`` or raises
+    RequestNotSatisfiable naming the group, and the free slots and the
+    trait rules of every provider.
     """
-    cell_ids = {c.id for c in numa_cells} if numa_cells else set()
-    devices = tracker.devices
-    taken = {}
+    traits = traits or {}
+    unnumbered = traits.get('')
+    ours = _ours(unnumbered.required) if unnumbered else []
+    if '' not in resource_groups and ours:
+        raise exception.RequestNotSatisfiable(
+            reason='trait:%s=required: the unnumbered request group asks '
+                   'no resources of this host\'s mdev providers, so no '
+                   'provider of it can have the trait (put it on the '
+                   'group of those resources: trait<N>:)' % ours[0])
+    search = _Search(tree, tracker, numa_cells, isolate, traits,
+                     sorted(resource_groups.items()))
+    chosen = search.first(0, {}, {})
+    if chosen is None:
+        raise search.shortfall()
     result = {}
-    owner = {}          # provider uuid -> numbered group using it
-    for suffix, group in sorted(resource_groups.items()):
-        barred = {u for u, g in owner.items()
-                  if isolate and suffix and g != suffix}
-        for rc, amount in sorted(group.items()):
-            candidates = []
-            for prov in tree.children:
-                if rc not in prov.inventories or prov.uuid in barred:
-                    continue
-                free = provider_free(tracker, prov)
-                if free < 0:        # no parent of it is tracked
-                    continue
-                free -= taken.get(prov.uuid, 0)
-                if free >= amount:
-                    near = provider_numa_node(tracker, prov) in cell_ids
-                    candidates.append((not near, prov.name, prov))
-            if not candidates:
-                raise _shortfall(tree, devices, tracker, suffix, rc, amount,
-                                 taken, cell_ids, barred)
-            prov = sorted(candidates, key=lambda c: c[:2])[0][2]
-            taken[prov.uuid] = taken.get(prov.uuid, 0) + amount
-            if suffix:
-                owner.setdefault(prov.uuid, suffix)
-            result.setdefault(prov.uuid, {})
-            result[prov.uuid][rc] = result[prov.uuid].get(rc, 0) + amount
+    for prov, rc, amount in chosen:
+        result.setdefault(prov.uuid, {})
+        result[prov.uuid][rc] = result[prov.uuid].get(rc, 0) + amount
     return result
+
+
+def _ours(names):
+    """The mdev type traits among ``names``, sorted."""
+    return sorted(t for t in names if t.startswith(placement.TRAIT_PREFIX))
+
+
+def _what(suffix, group):
+    return ', '.join('resources%s:%s=%d' % (suffix, rc, n)
+                     for rc, n in sorted(group.items()))
+
+
+class _Search(object):
+    """The first choice of providers, group after group, in preference
+    order, that serves every group (depth first: a later group that finds
+    no provider sends the search back to the next choice of an earlier
+    one, as Placement finds every combination). A flavor asks few groups
+    and a host has few providers per class: the search is their product
+    at worst, and usually the first choice of each."""
+
+    def __init__(self, tree, tracker, numa_cells, isolate, traits, groups):
+        self.tree, self.tracker, self.isolate = tree, tracker, isolate
+        self.devices = tracker.devices
+        self.cell_ids = {c.id for c in numa_cells} if numa_cells else set()
+        self.traits, self.groups = traits, groups
+        self.deepest = None     # (index, taken, owner) of the last failure
+        self.free = {}          # provider uuid -> free slots (free_count)
+
+    def first(self, index, taken, owner):
+        """``[(provider, rc, amount)]`` for groups ``index`` on, or None."""
+        if index == len(self.groups):
+            return []
+        suffix, _group = self.groups[index]
+        for choice in self._options(index, taken, owner):
+            now_taken, now_owner = dict(taken), dict(owner)
+            for prov, _rc, amount in choice:
+                now_taken[prov.uuid] = now_taken.get(prov.uuid, 0) + amount
+                if suffix:
+                    now_owner.setdefault(prov.uuid, suffix)
+            rest = self.first(index + 1, now_taken, now_owner)
+            if rest is not None:
+                return choice + rest
+        if self.deepest is None or index >= self.deepest[0]:
+            self.deepest = (index, taken, owner)
+        return None
+
+    def _rank(self, prov):
+        near = provider_numa_node(self.tracker, prov) in self.cell_ids
+        return (not near, prov.name)
+
+    def _room(self, prov, taken, amount):
+        free = self.free.get(prov.uuid)
+        if free is None:        # once per provider: a count over its slots
+            free = self.free[prov.uuid] = provider_free(self.tracker, prov)
+        return free - taken.get(prov.uuid, 0) >= amount
+
+    def _barred(self, suffix, owner):
+        return {u for u, g in owner.items()
+                if self.isolate and suffix and g != suffix}
+
+    def _options(self, index, taken, owner):
+        """The choices for group ``index``, best first: a numbered group
+        has one provider with every resource of it, every required trait
+        and no forbidden one; the unnumbered group one provider per
+        resource class, none with a forbidden trait, together having
+        every mdev type trait it requires."""
+        suffix, group = self.groups[index]
+        rule = self.traits.get(suffix)
+        required = rule.required if rule else frozenset()
+        forbidden = rule.forbidden if rule else frozenset()
+        if suffix:
+            barred = self._barred(suffix, owner)
+            for prov in sorted(
+                    (p for p in self.tree.children
+                     if set(group) <= set(p.inventories)
+                     and p.uuid not in barred and required <= p.traits
+                     and not forbidden & p.traits
+                     and self._room(p, taken, sum(group.values()))),
+                    key=self._rank):
+                yield [(prov, rc, n) for rc, n in sorted(group.items())]
+            return
+        per_rc = [[(prov, rc, n) for prov in sorted(
+            (p for p in self.tree.children
+             if rc in p.inventories and not forbidden & p.traits
+             and self._room(p, taken, n)), key=self._rank)]
+            for rc, n in sorted(group.items())]
+        ours = set(_ours(required))
+        for choice in itertools.product(*per_rc):
+            have = set()
+            for prov, _rc, _n in choice:
+                have |= prov.traits
+            if ours <= have:
+                yield list(choice)
+
+    def shortfall(self):
+        """RequestNotSatisfiable for the group the search got stuck at."""
+        index, taken, owner = self.deepest
+        suffix, group = self.groups[index]
+        error = _shortfall(self.tree, self.devices, self.tracker, group,
+                           _what(suffix, group), taken, self.cell_ids,
+                           self._barred(suffix, owner),
+                           self.traits.get(suffix))
+        if index:
+            earlier = ', '.join(_what(s, g) for s, g in self.groups[:index])
+            error = exception.RequestNotSatisfiable(
+                reason='%s (after %s, every choice of providers tried)'
+                % (error.kwargs['reason'], earlier))
+        return error
 
 
 def only_parents(tree, tracker, keep):

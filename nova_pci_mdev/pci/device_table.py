@@ -21,6 +21,17 @@ def is_missing(dev):
     return extra_info.is_true(dev.extra_info, extra_info.MISSING)
 
 
+def listed_under(dev):
+    """``(parent address, mdev type)`` the host lists a slot in use under
+    when that is not where its claim holds it (see :mod:`.manager`), else
+    None."""
+    value = (dev.extra_info or {}).get(extra_info.LISTED_UNDER)
+    if not value:
+        return None
+    parent, _, mdev_type = value.partition(' ')
+    return parent, mdev_type or None
+
+
 def derived_status(dev):
     """The status a free ``dev`` must have, given its relatives: any
     ancestor in use blocks it, else any descendant in use does (allocated
@@ -100,6 +111,7 @@ class DeviceTable(object):
             extra[extra_info.MISSING] = extra_info.TRUE
         else:
             extra.pop(extra_info.MISSING, None)
+            extra.pop(extra_info.LISTED_UNDER, None)
         dev.extra_info = extra
         self._touch(dev)
 

@@ -40,6 +40,7 @@ class Shortfall:
     #: use but for its NUMA policy or count (VFs, slots, slots to create)
     by_parent: collections.Counter = dataclasses.field(
         default_factory=collections.Counter)
+    together: int = 0
 
 
 def shortfall_line(request, index, specs, numa, policy, short):
@@ -58,6 +59,10 @@ def shortfall_line(request, index, specs, numa, policy, short):
     if short.busy:
         line += ' (%d exist but are in use)' % short.busy
     line += ', %d requested' % request.count
+    if short.free >= request.count:
+        line += (' (only %d can be taken together: a parent taken whole '
+                 'makes its children unusable, a child in use its parent)'
+                 % short.together)
     notes = ['%d free %s' % (n, _node(node))
              for node, n in sorted(short.elsewhere.items(),
                                    key=lambda i: (i[0] is None, i[0]))

@@ -29,6 +29,10 @@ random sequences of operations):
   ``extra_info['missing'] = 'true'`` and reported as ``kept`` by every
   sync, until it is freed; then it is deleted. A free device that vanished
   is removed at once; a device that reappears loses its flag.
+* An allocation never moves: a device in use whose record names another
+  parent (an mdev that came back under another GPU after a reboot), or a
+  slot whose record has another type, keeps its parent, NUMA node and
+  type (:mod:`.held_back`).
 * A failed claim changes nothing (statuses, owners, pools, pending
   changes).
 * Slots still to create (:mod:`.capacity`) are counted on their parent and
@@ -56,6 +60,7 @@ from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import pci_device
 from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.pci import device_table
+from nova_pci_mdev.pci import held_back
 from nova_pci_mdev.pci import stats as pci_stats
 from nova_pci_mdev.pci import tracker_claims
 
@@ -100,6 +105,7 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
         self._made = []            # (parent, new slots) of the claim
         self._make_slot = None     # PciDevice.maker(), made at first use
         self._slot_tags = {}       # parent address -> (fields, tags)
+        self._held_back = held_back.HeldBack()
         self.stats = pci_stats.PciDeviceStats(
             numa_topology, tags_of=self._tags_of,
             materialise=self._materialise)
@@ -150,7 +156,8 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
                for address, entry in seen.items()
                if entry is not None and address not in self._devs}
         removed, kept, touched, gone = self._drop_unseen(seen)
-        added, updated, retagged = self._apply(seen, new)
+        added, updated, retagged, held = self._apply(seen, new)
+        kept.extend(held)
         touched.extend(self._devs[a] for a in kept)
         if added or updated or retagged:
             touched.extend(self._devs[a] for a in added + updated + retagged)
@@ -218,6 +225,12 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
             address = _record_address(record)
             spec = self._whitelist.match(record)
             if spec is None:
+                held = self._devs.get(address)
+                if (held is not None and held.status in Status.BUSY
+                        and held_back.moves(held, record)):
+                    # Not offered as it is listed (an mdev of a type its
+                    # parent does not expose), but held: where it is.
+                    seen[address] = (dict(record, address=address), None)
                 continue
             if record['address'] != address:
                 record = dict(record, address=address)
@@ -238,6 +251,9 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
                     self._set_missing(dev, True)
                     # Applied again when it reappears.
                     self._applied.pop(dev.address, None)
+                elif held_back.listed_nowhere(dev) is not None:
+                    dev.extra_info = held_back.listed_nowhere(dev)
+                    self._touch(dev)
                 kept.append(dev.address)
             else:
                 relatives.extend(dev._ancestors() + dev._descendants())
@@ -248,9 +264,11 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
 
     def _apply(self, seen, new):
         """Add ``new`` devices, update the others from their records
-        (skipping records already applied). Returns ``(added, updated,
-        retagged)`` addresses."""
-        added, updated, retagged = [], [], []
+        (skipping records already applied; devices in use that a record
+        would move are held in place, :mod:`.held_back`). Returns
+        ``(added, updated, retagged, held in place)`` addresses."""
+        added, updated, retagged, moved = [], [], [], []
+        fresh = set()
         devs, all_tags, applied = self._devs, self._tags, self._applied
         touched = self._changed        # what _touch fills
         for address, entry in seen.items():
@@ -265,6 +283,9 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
                 added.append(address)
                 continue
             dev = self._devs[address]
+            if dev.status in Status.BUSY and held_back.moves(dev, record):
+                moved.append((dev, record))
+                continue
             if self._tags.get(address) != tags:
                 self._tags[address] = tags
                 retagged.append(address)
@@ -275,10 +296,15 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
                 self._set_missing(dev, False)
             changed = dev.update_device(record) or missing
             self._applied[address] = record
+            fresh.add(address)
             if changed:
                 self._touch(dev)
                 updated.append(address)
-        return added, updated, retagged
+        for dev, _record in moved:
+            self._applied.pop(dev.address, None)    # examined every sync
+        updated.extend(self._held_back.hold(self._devs, moved, seen, fresh,
+                                            self._touch))
+        return added, updated, retagged, [dev.address for dev, _ in moved]
 
     def _tags_of(self, dev):
         # None (not whitelisted) keeps a device out of the pools.

@@ -4,10 +4,15 @@ and which slots still to create, a set of requests takes from the pools.
 A :class:`.pools.Plan` records the picks without touching a pool; only
 :meth:`Planner._commit` changes the pools (the picked devices and the
 relatives they block leave them, remembered as busy; slots still to create
-are made through ``materialise``). Cost: O(pools) per request plus O(1)
-per device taken or blocked; the pools and the devices are read through
-``self._order`` (:class:`.pools.Ordered`), ``self._where``,
-``self._pools`` and ``self._creatable_key`` of the stats. Pure, no I/O.
+are made through ``materialise``). A request gets all of its count or
+the plan fails: a device taken blocks its relatives, so the free counts of
+the pools are only an upper bound, and a parent is passed over while a
+candidate of the same request is free below it. Cost: O(pools) per request
+plus O(1) per device taken or blocked (a device passed over: O(devices
+below it), which taking it would have cost too); the pools and the devices
+are read through ``self._order`` (:class:`.pools.Ordered`),
+``self._where``, ``self._pools`` and ``self._creatable_key`` of the stats.
+Pure, no I/O.
 """
 
 from nova_pci_mdev.pci import numa_policy
@@ -18,9 +23,18 @@ class Planner(object):
     """Plans and commits of the pools' owner (see the module docstring)."""
 
     def _plan_request(self, plan, request, numa):
-        """Take ``request.count`` devices into ``plan``; False if it cannot.
+        """Take ``request.count`` devices into ``plan``; return how many
+        it took.
 
-        On False the plan is unchanged.
+        Fewer than ``request.count``: the request cannot be met and the
+        plan is spoiled (its owner throws it away). A device is taken only
+        while no free device or slot still to create below it serves the
+        same request (:meth:`_below_serves`): a parent taken whole blocks
+        its children, so taking the lowest candidates first takes as many
+        as the request's relatives allow (in a forest the candidates with
+        no candidate below them are the largest set of which none blocks
+        another). The sum of the pools' free counts is an upper bound
+        only: a device of one pool may block a device of another.
         """
         need = request.count
         ranked = self._order.ranked(plan, request, numa)
@@ -28,39 +42,94 @@ class Planner(object):
         for item in ranked:
             total += item[2]
         if total < need:
-            return False
-        first = True
-        for _, pool, free in ranked:
-            if need <= 0:
+            return 0
+        serving = None          # made once a pool holds devices
+        for _, pool, _free in ranked:
+            if serving is None and (pool.existing or pool.other):
+                serving = {item[1].key for item in ranked}
+            need = self._take(plan, request, pool, need, serving)
+            if not need:
                 break
-            # Free as ranked until a take: then a relative of the taken
-            # devices may have left another pool of the request.
-            take = min(need, free if first else plan.available(pool))
-            first = False
-            need -= take
-            self._take(plan, request, pool, take)
-        return True
+        return request.count - need
 
-    def _take(self, plan, request, pool, n):
-        cursor = plan.cursors.get(pool.key)
-        if cursor is None:
-            cursor = plan.cursors[pool.key] = pool.free_devices()
+    def _take(self, plan, request, pool, n, serving):
+        """Take up to ``n`` of ``pool`` for ``request``; return how many
+        are still missing. Devices passed over (a candidate below them:
+        :meth:`_below_serves`) wait in ``plan.passed`` for a later request
+        of the call that may take them."""
+        key = pool.key
         blocked = plan.blocked
+        passed = plan.passed.get(key)
+        if passed:
+            for address, dev in list(passed.items()):
+                if not n:
+                    return 0
+                if address in blocked:
+                    del passed[address]
+                elif not self._below_serves(plan, dev, serving):
+                    del passed[address]
+                    plan.picks.append((request, dev))
+                    self._block(plan, dev)
+                    n -= 1
+        cursor = plan.cursors.get(key)
+        if cursor is None:
+            cursor = plan.cursors[key] = pool.free_devices()
         while n:
             dev = next(cursor, None)
             if dev is None:
                 break
             if dev.address in blocked:
                 continue
+            if self._below_serves(plan, dev, serving):
+                plan.passed.setdefault(key, {})[dev.address] = dev
+                continue
             plan.picks.append((request, dev))
             self._block(plan, dev)
             n -= 1
         if n:
             n = self._take_creatable(plan, request, pool, n)
-        if n:
-            key = pool.key
-            plan.spare[key] = plan.spare.get(key, 0) + n
-            plan.removed[key] = plan.removed.get(key, 0) + n
+        if n and pool.spare:
+            # Pools built from counts only (the scheduler's view).
+            take = min(n, pool.spare - plan.spare.get(key, 0))
+            if take > 0:
+                plan.spare[key] = plan.spare.get(key, 0) + take
+                plan.removed[key] = plan.removed.get(key, 0) + take
+                n -= take
+        return n
+
+    def _below_serves(self, plan, dev, serving):
+        """Whether a device or a slot still to create below ``dev`` (or a
+        slot ``dev`` can still create) is free in ``plan`` and in a pool
+        of ``serving``: then taking ``dev`` would block a candidate of the
+        same request. O(1) for a device without children."""
+        creatable_key = self._creatable_key
+        if not dev.child_devices:
+            return (creatable_key.get(dev.address) in serving
+                    and self._creatable_left(plan, dev.address) > 0)
+        if (creatable_key.get(dev.address) in serving
+                and self._creatable_left(plan, dev.address) > 0):
+            return True
+        blocked, where = plan.blocked, self._where
+        for each in pools.descendants(dev):
+            address = each.address
+            if address in blocked:
+                continue
+            spot = where.get(address)
+            if (spot is not None and spot[1] != pools.BUSY
+                    and spot[0] in serving):
+                return True
+            if (creatable_key.get(address) in serving
+                    and self._creatable_left(plan, address) > 0):
+                return True
+        return False
+
+    def _creatable_left(self, plan, address):
+        """Slots ``address`` can still create in ``plan``."""
+        if address in plan.whole:
+            return 0
+        key = self._creatable_key[address]
+        return (self._pools[key].creatable[address][1]
+                - plan.new.get(address, 0))
 
     def _take_creatable(self, plan, request, pool, n):
         """Take up to ``n`` slots still to create; return how many are
@@ -114,7 +183,7 @@ class Planner(object):
         numa = numa_policy.InstanceCells(self.numa_topology, numa_cells)
         plan = pools.Plan()
         for request in requests:
-            if not self._plan_request(plan, request, numa):
+            if self._plan_request(plan, request, numa) != request.count:
                 return None
         return plan
 

@@ -257,7 +257,7 @@ class Plan(object):
     per request, and most stay small."""
 
     __slots__ = ('removed', 'blocked', 'spare', 'cursors', 'picks', 'new',
-                 'whole')
+                 'whole', 'passed')
 
     def __init__(self):
         self.removed = {}       # pool key -> free ones gone
@@ -267,6 +267,7 @@ class Plan(object):
         self.picks = []         # (request, device)
         self.new = {}           # parent address -> slots to create
         self.whole = set()      # parents taken whole
+        self.passed = {}        # pool key -> {address: device passed over}
 
     def available(self, pool):
         return pool.count - self.removed.get(pool.key, 0)

@@ -236,7 +236,10 @@ class AliasTable(object):
 
             bad = _Reporter(problems, warnings, group, option, label)
             entry = jsonopt.load_json(text, lambda v, r: bad(None, v, r))
-            if entry is None:
+            if entry is jsonopt.INVALID:
+                continue
+            if not isinstance(entry, dict):     # null too, as in Nova
+                bad(None, jsonopt.show(text), 'expected a JSON object')
                 continue
             parsed = _parse_entry(entry, bad)
             if parsed is None:

@@ -273,21 +273,31 @@ class PciDeviceStats(planner.Planner):
         """One line per request that cannot be met (in order); changes nothing.
 
         Requests are taken in order, so a later request sees what the
-        earlier ones took; a request that cannot be met takes nothing.
+        earlier ones took; a request that cannot be met takes nothing (the
+        plan is made again from the requests met so far: this is the
+        failure path, and a call has few requests).
         """
         numa = numa_policy.InstanceCells(self.numa_topology, numa_cells)
         plan = pools.Plan()
+        met = []
         lines = []
         for index, request in enumerate(requests):
-            if not self._plan_request(plan, request, numa):
-                lines.append(self._explain_one(plan, index, request, numa))
+            got = self._plan_request(plan, request, numa)
+            if got == request.count:
+                met.append(request)
+                continue
+            plan = pools.Plan()
+            for earlier in met:
+                self._plan_request(plan, earlier, numa)
+            lines.append(self._explain_one(plan, index, request, numa, got))
         return lines
 
     # -- explain -----------------------------------------------------------
 
-    def _explain_one(self, plan, index, request, numa):
+    def _explain_one(self, plan, index, request, numa, got):
         policy = request.numa_policy or Policy.LEGACY
         short = plan.shortfall(self._pools_in_order(), request, numa, policy)
+        short.together = got
         specs = [{k: v for k, v in spec.items() if k not in pools.IGNORED_KEYS}
                  for spec in request.spec]
         return explain_mod.shortfall_line(request, index, specs, numa,

@@ -89,7 +89,7 @@ class Whitelist(object):
             label = 'entry %d' % number
             data = jsonopt.load_json(
                 text, lambda v, rule: report_entry(v, label + ': ' + rule))
-            if data is None:
+            if data is jsonopt.INVALID:
                 continue
             if isinstance(data, dict):
                 items = [(label, data)]

@@ -116,6 +116,17 @@ class TestBundledHost(testtools.TestCase):
             proc = self.cli.run(*args, expect=2)
             self.assertIn(text, proc.stderr, args)
 
+    def test_instance_must_be_a_uuid(self):
+        # claim --instance '' claimed under a random UUID (issue 31).
+        for args in (('claim', '--extra-spec', 'pci_passthrough:alias=vGPU:1',
+                      '--instance'), ('release', '--instance'),
+                     ('live-move-source', '--instance')):
+            for value in ('', 'not-a-uuid', ' '):
+                proc = self.cli.run(*(args + (value,)), expect=2)
+                self.assertIn("Invalid --instance %r: expected a UUID"
+                              % value, proc.stderr)
+                self.assertFalse(os.path.exists(self.cli.state))
+
     def test_help_on_every_command(self):
         for cmd in ('check-config', 'devices', 'pools', 'inventory', 'claim',
                     'release'):

@@ -92,3 +92,19 @@ class LiveMoveCliTest(testtools.TestCase):
         proc = self.dst.run('live-move-check', '--source', missing,
                             '--extra-spec', VGPU, expect=2)
         self.assertIn('Invalid move source', proc.stderr)
+
+    def test_a_device_listed_twice_exit_2(self):
+        # Accepted before, asked two vGPUs and mapped the mdev to one
+        # (issue 31).
+        self.src.json('claim', '--extra-spec', VGPU, '--instance', INSTANCE)
+        doc = self.src.json('live-move-source', '--instance', INSTANCE)
+        (dev,) = doc['devices']
+        _doc, path = self._document(devices=[dev, dev])
+        before = self.dst.json('devices')
+        proc = self.dst.run('live-move-check', '--source', path,
+                            '--extra-spec', 'pci_passthrough:alias=vGPU:2',
+                            expect=2)
+        self.assertIn("Invalid move source devices[1].address %r: also "
+                      "devices[0]: an instance holds a device once"
+                      % dev['address'], proc.stderr)
+        self.assertEqual(before, self.dst.json('devices'))

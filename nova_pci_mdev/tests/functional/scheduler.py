@@ -118,8 +118,14 @@ class Scheduler(object):
         if not (flavor.resource_groups and client is not None):
             return [(name, None) for name in names]
         numbered = [s for s in flavor.resource_groups if s]
+        groups = {}
+        for suffix, resources in flavor.resource_groups.items():
+            rule = flavor.trait_groups.get(suffix)
+            groups[suffix] = {'resources': resources, 'required': [] if (
+                rule is None) else sorted(rule.required) + [
+                    '!' + t for t in sorted(rule.forbidden)]}
         body = client.allocation_candidates(
-            groups=flavor.resource_groups,
+            groups=groups,
             group_policy=flavor.group_policy if len(numbered) > 1 else None)
         first = {}
         for areq in body['allocation_requests']:

@@ -465,7 +465,13 @@ class LiveMoveAPITest(base.ScenarioTestCase):
                 ({'versions': {'libvirt': [10, 0, 0]}}, 'versions'),
                 ({'devices': [dict(good['devices'][0], request='0')]},
                  'devices[0].request'),
-                ({'extra': 1}, 'move source')]:
+                ({'extra': 1}, 'move source'),
+                # One device twice (in another case too): it would get two
+                # destination devices and map to one (issue 31).
+                ({'devices': [good['devices'][0], dict(
+                    good['devices'][0],
+                    address=good['devices'][0]['address'].upper())]},
+                 'move source devices[1].address')]:
             exc = self.assertRaises(exception.InvalidValue,
                                     live_move.MoveSource.from_dict,
                                     dict(good, **change))

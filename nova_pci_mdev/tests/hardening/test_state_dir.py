@@ -16,11 +16,13 @@ read-only, marker lost...) at random points of random claims and releases.
 import io
 import json
 import os
+import random
 import tempfile
 import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 
 import fixtures
 from hypothesis import given
@@ -31,6 +33,7 @@ from nova_pci_mdev import data
 from nova_pci_mdev import exception
 from nova_pci_mdev import flavor as flavor_mod
 from nova_pci_mdev import input_files
+from nova_pci_mdev import store as store_mod
 from nova_pci_mdev.tests.fixtures import fifos
 from nova_pci_mdev.tests.fixtures import statedir
 from nova_pci_mdev.tests.hardening import hosts
@@ -181,6 +184,110 @@ class LostStoreTest(StateDirTestCase):
                 handle.write(current)
             self.assertEqual([INSTANCES[0], INSTANCES[1]],
                              sorted(self.holder()))
+
+
+class ConsistencyTest(StateDirTestCase):
+    """The store proves its own consistency on load (issue 31): its marker
+    and database are cross-checked both ways, and its devices and
+    instances tables agree, else every command exits 3 naming the
+    disagreement and nothing is written."""
+
+    def test_marker_deleted(self):
+        with self.record('state', 'state.db.id (the marker) deleted beside '
+                         'the current state.db, or beside an older copy '
+                         'put back (issue 31)', 'every command exits 3 '
+                         'naming the store, its generation and the marker '
+                         'to write back; nothing written; writing it back '
+                         'as told opens the current store') as row:
+            self.claim(INSTANCES[0])
+            older = digest(self.db)
+            self.claim(INSTANCES[1])
+            current = digest(self.db)
+            marker = self.db + '.id'
+            named = digest(marker)
+            for content in (current, older):
+                with open(self.db, 'wb') as handle:
+                    handle.write(content)
+                _unlink(marker)
+                row.cases += self.refused_everywhere(
+                    'but its marker %s is missing' % marker, self.db)
+                self.assertEqual(content, digest(self.db))
+                self.assertFalse(os.path.exists(marker))
+            with open(self.db, 'wb') as handle:
+                handle.write(current)
+            _out, err = self.cli('devices', expect=3)
+            told = err[err.index('write {') + len('write '):
+                       err.index('} to ') + 1]
+            with open(marker, 'w') as handle:
+                handle.write(told)
+            self.assertEqual(json.loads(named), json.loads(told))
+            self.assertEqual([INSTANCES[0], INSTANCES[1]],
+                             sorted(self.holder()))
+
+    def test_tables_disagree(self):
+        with self.record('state', 'a device row set back to available, '
+                         'deleted, or given to another instance, or an '
+                         'instance record dropped, in SQLite while the '
+                         'other table still says otherwise (issue 31)',
+                         'every command exits 3 naming the device, the '
+                         'instance and what each table says; nothing '
+                         'written, the device never handed out again'
+                         ) as row:
+            self.claim(INSTANCES[0])
+            (slot,) = self.holder()[INSTANCES[0]]
+            clean = digest(self.db)
+            for sql, text in (
+                    ("UPDATE devices SET status = 'available', "
+                     "instance_uuid = NULL, request_id = NULL WHERE "
+                     "address = '%s'" % slot,
+                     'instance %s lists device %s, which is available'
+                     % (INSTANCES[0], slot)),
+                    ("DELETE FROM devices WHERE address = '%s'" % slot,
+                     'which is not in the devices table'),
+                    ("UPDATE devices SET instance_uuid = '%s' WHERE "
+                     "address = '%s'" % (INSTANCES[1], slot),
+                     'but instance %s lists it' % INSTANCES[0]),
+                    ("DELETE FROM instances", 'which has no record')):
+                with open(self.db, 'wb') as handle:
+                    handle.write(clean)
+                conn = sqlite3.connect(self.db)
+                conn.execute(sql)
+                conn.commit()
+                conn.close()
+                edited = digest(self.db)
+                row.cases += self.refused_everywhere(
+                    'its devices and instances tables disagree', self.db)
+                _out, err = self.claim(INSTANCES[2], expect=3)
+                self.assertIn(text, err)
+                self.assertEqual(edited, digest(self.db))
+
+    def test_first_start_killed_anywhere(self):
+        trials = recorder.scale(30, 300)
+        with self.record('crash', 'a first start (a new store: database, '
+                         'then its marker, then the commit that publishes '
+                         'it) SIGKILLed at a random point (issue 31)',
+                         'the directory always opens again, '
+                         'with its marker; never refused (a store whose '
+                         'marker was never published is not a lost one)'
+                         ) as row:
+            rng = random.Random(31)
+            logs = os.path.join(self.tmp, 'logs')
+            os.mkdir(logs)
+            for trial in range(trials):
+                state = os.path.join(self.tmp, 'first-%d' % trial)
+                db = os.path.join(state, 'state.db')
+                child = procs.spawn(self, logs, _first_start, db)
+                self.assertEqual({'ready': True}, child.next())
+                time.sleep(rng.uniform(0, 0.12))
+                child.kill()
+                store_mod.SqliteStore(db).close()
+                self.assertTrue(os.path.exists(db + '.id'))
+                row.cases += 1
+
+
+def _first_start(channel, db):
+    channel.send(ready=True)
+    store_mod.SqliteStore(db).close()
 
 
 class OneHostTest(StateDirTestCase):

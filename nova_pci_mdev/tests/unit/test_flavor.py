@@ -87,3 +87,50 @@ class FlavorParseTest(testtools.TestCase):
     def test_unknown_alias(self):
         self.assertRaises(exception.Invalid, parse,
                           {'pci_passthrough:alias': 'nope:1'})
+
+
+class TraitSpecTest(testtools.TestCase):
+    """``trait[N]:<TRAIT>`` (issue 31): Nova's flavor validation accepts
+    ``required`` and ``forbidden`` only; before, any value was accepted
+    and every trait ignored."""
+
+    def test_required_and_forbidden_per_group(self):
+        found = parse({'resources:VGPU': '1', 'resources1:CUSTOM_MLX5': '1',
+                       'trait:CUSTOM_MDEV_TYPE_NVIDIA_35': 'required',
+                       'trait:HW_CPU_X86_AVX2': ' required ',
+                       'trait:CUSTOM_MDEV_TYPE_NVIDIA_36': 'forbidden',
+                       'trait1:CUSTOM_MDEV_TYPE_MLX5_CORE_LOCAL': 'required'})
+        self.assertEqual({
+            '': flavor.Traits(
+                required=frozenset(('CUSTOM_MDEV_TYPE_NVIDIA_35',
+                                    'HW_CPU_X86_AVX2')),
+                forbidden=frozenset(('CUSTOM_MDEV_TYPE_NVIDIA_36',))),
+            '1': flavor.Traits(required=frozenset(
+                ('CUSTOM_MDEV_TYPE_MLX5_CORE_LOCAL',)))},
+            found.trait_groups)
+        # The unnumbered group may have traits without resources of ours
+        # (in Nova it always asks the compute node's VCPU...).
+        self.assertEqual({'': flavor.Traits(required=frozenset(
+            ('COMPUTE_X',)))}, parse({'trait:COMPUTE_X': 'required'}
+                                     ).trait_groups)
+
+    def test_refused_naming_key_value_and_rule(self):
+        for key, value, rule in (
+                ('trait:CUSTOM_X', 'maybe', 'expected required'),
+                ('trait:CUSTOM_X', 'Required', 'expected required'),
+                ('trait:CUSTOM_X', '', 'expected required'),
+                ('trait:CUSTOM_X', None, 'expected required'),
+                ('trait:custom_x', 'required', 'upper case letters'),
+                ('trait:', 'required', 'upper case letters'),
+                ('trait:CUSTOM_X/..', 'required', 'upper case letters'),
+                ('trait:C' + 'X' * 255, 'required', 'at most 255'),
+                ('trait2:CUSTOM_X', 'required',
+                 'request group 2 asks for no resources'),
+                ('traits:CUSTOM_X', 'required',
+                 'request group s asks for no resources')):
+            exc = self.assertRaises(
+                exception.InvalidExtraSpec, parse,
+                {'resources:VGPU': '1', key: value})
+            self.assertIn(key, str(exc))
+            self.assertIn(repr(value), str(exc))
+            self.assertIn(rule, str(exc))

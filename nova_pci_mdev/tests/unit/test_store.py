@@ -7,6 +7,7 @@ owners, parent/child links and pools.
 
 import multiprocessing
 import os
+import shutil
 import sqlite3
 import uuid as uuid_lib
 
@@ -19,6 +20,7 @@ from nova_pci_mdev.objects import pci_device
 from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev import store as store_lib
+from nova_pci_mdev import store_files
 from nova_pci_mdev.tests.unit.pci import test_manager as world
 
 objects.register_all()
@@ -333,3 +335,91 @@ class TestTwoProcesses(StoreTestCase):
                              (stored[address].status,
                               stored[address].instance_uuid))
         self.assertEqual(S.UNCLAIMABLE, stored[world.GPU].status)
+
+
+class TestTablesAgree(StoreTestCase):
+    """The devices and instances tables are cross-checked on every load
+    (issue 31): a device row set back to available (or deleted) while an
+    instance record still lists it was handed out again by the next
+    claim."""
+
+    def agreeing(self, store):
+        """busy_world with the records its claims would have written."""
+        tracker = self.busy_world(store)
+        with store.transaction() as tx:
+            for uuid in tracker.instances():
+                tx.save_instance(uuid, {'devices': sorted(
+                    d.address for d in tracker.devices_of(uuid))})
+        return tracker
+
+    def test_agreeing_tables_load(self):
+        store = self.open()
+        tracker = self.agreeing(store)
+        with store.transaction() as tx:
+            devices, instances, busy = tx.load_state()
+        self.assertEqual(sorted(tracker.devices), sorted(
+            d.address for d in devices))
+        self.assertEqual({world.INST_A, world.INST_B}, set(instances))
+        self.assertEqual(sorted(a for a, d in tracker.devices.items()
+                                if d.status in ('claimed', 'allocated')),
+                         sorted(d.address for d in busy))
+
+    def test_every_disagreement_is_named_and_nothing_written(self):
+        vf1 = world.VF1
+        cases = (
+            ("UPDATE devices SET status = 'available', instance_uuid = NULL "
+             "WHERE address = '%s'" % vf1,
+             'instance %s lists device %s, which is available'
+             % (world.INST_A, vf1)),
+            ("DELETE FROM devices WHERE address = '%s'" % vf1,
+             'instance %s lists device %s, which is not in the devices '
+             'table' % (world.INST_A, vf1)),
+            ("UPDATE devices SET instance_uuid = '%s' WHERE address = '%s'"
+             % (world.INST_B, vf1),
+             'device %s is allocated by instance %s, but instance %s lists '
+             'it' % (vf1, world.INST_B, world.INST_A)),
+            ("DELETE FROM instances WHERE uuid = '%s'" % world.INST_A,
+             'device %s is allocated by instance %s, which has no record'
+             % (vf1, world.INST_A)),
+            ("UPDATE instances SET data = '{\"devices\": []}' WHERE uuid = "
+             "'%s'" % world.INST_A,
+             'device %s is allocated by instance %s, whose record does not '
+             'list it' % (vf1, world.INST_A)),
+            ("UPDATE instances SET data = '{\"devices\": [\"%s\"]}' WHERE "
+             "uuid = '%s'" % (vf1, world.INST_B),
+             'device %s is listed by instances %s and %s'
+             % (vf1, world.INST_A, world.INST_B)),
+            ("UPDATE instances SET data = '{\"devices\": 7}' WHERE uuid = "
+             "'%s'" % world.INST_B,
+             'the record of instance %s lists 7, not device addresses'
+             % world.INST_B),
+        )
+        for sql, text in cases:
+            store = self.open()
+            self.agreeing(store)
+            store.close()
+            conn = sqlite3.connect(self.path)
+            conn.execute(sql)
+            conn.commit()
+            conn.close()
+            store = self.open()
+            generation = store_files.read_marker(self.path)['generation']
+            with open(self.path, 'rb') as handle:
+                before = handle.read()
+
+            def load():
+                with store.transaction() as tx:
+                    tx.load_state()
+
+            err = self.assertRaises(exception.StoreError, load)
+            self.assertIn(self.path, str(err))
+            self.assertIn('its devices and instances tables disagree: ',
+                          str(err))
+            self.assertIn(text, str(err))
+            self.assertIn('Nothing was changed', str(err))
+            with open(self.path, 'rb') as handle:
+                self.assertEqual(before, handle.read())
+            self.assertEqual(generation,
+                             store_files.read_marker(self.path)['generation'])
+            store.close()
+            shutil.rmtree(os.path.dirname(self.path))

@@ -6,6 +6,7 @@ commit to a file that was deleted is an error; a foreign SQLite file or a
 symbolic link is refused without a byte written.
 """
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -72,11 +73,13 @@ class TestNewStore(IdentityTestCase):
         conn = sqlite3.connect(self.path)
         self.addCleanup(conn.close)
         info = dict(conn.execute('SELECT key, value FROM store_info'))
+        # Generation 1: the commit that says its marker is published
+        # (from now on the marker must be there).
         self.assertEqual({'format': 'nova-pci-mdev state store',
-                          'store': store.store_uuid, 'generation': '0',
+                          'store': store.store_uuid, 'generation': '1',
                           'owner.connection': 'qemu:///system',
                           'owner.compute_node': 'cn1'}, info)
-        self.assertEqual({'store': store.store_uuid, 'generation': 0},
+        self.assertEqual({'store': store.store_uuid, 'generation': 1},
                          store_files.read_marker(self.path))
         self.assertEqual(['state.db', 'state.db.id', 'state.db.lock'],
                          listing(self.dir))
@@ -85,12 +88,12 @@ class TestNewStore(IdentityTestCase):
         store = self.open()
         with store.transaction() as tx:
             tx.load_devices()
-        self.assertEqual(0, store_files.read_marker(self.path)['generation'])
+        self.assertEqual(1, store_files.read_marker(self.path)['generation'])
         with store.transaction() as tx:
             tx.save_instance(world.INST_A, {})
         with store.transaction() as tx:
             tx.save_devices([])
-        self.assertEqual(1, store_files.read_marker(self.path)['generation'])
+        self.assertEqual(2, store_files.read_marker(self.path)['generation'])
 
 
 class TestLostStore(IdentityTestCase):
@@ -199,13 +202,79 @@ class TestReplacedStore(IdentityTestCase):
         os.replace(old, self.path)
         self.assertRefused('an older copy replaced it')
 
-    def test_a_lost_marker_is_written_again(self):
+    def test_a_lost_marker_is_refused(self):
+        # Accepted before (issue 31): delete the marker with the newer
+        # database replaced by an older copy, and the older copy was taken
+        # as the store, handing out again what guests hold.
+        store = self.open()
+        with store.transaction() as tx:
+            tx.save_instance(world.INST_A, {'devices': []})
+        store.close()
+        old = self.path + '.bak'
+        shutil.copy(self.path, old)
         store = self.open()
         uuid = store.store_uuid
+        with store.transaction() as tx:
+            tx.save_instance(world.INST_B, {'devices': []})
         store.close()
-        os.unlink(store_files.marker_path(self.path))
+        marker = store_files.marker_path(self.path)
+        for database, generation in ((self.path, 3), (old, 2)):
+            shutil.copy(database, self.path + '.try')
+            os.replace(self.path + '.try', self.path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(marker)
+            before = digest(self.path)
+            err = self.assertRefused('is store %s at generation %d, but its '
+                                     'marker %s is missing'
+                                     % (uuid, generation, marker))
+            self.assertEqual(before, digest(self.path))
+            self.assertFalse(os.path.exists(marker))
+            self.assertIn('write {"store": "%s", "generation": %d}'
+                          % (uuid, generation), str(err))
+
+    def test_the_named_marker_lets_the_current_database_in(self):
+        store = self.open()
+        uuid = store.store_uuid
+        with store.transaction() as tx:
+            tx.save_instance(world.INST_A, {'devices': []})
+        store.close()
+        marker = store_files.marker_path(self.path)
+        os.unlink(marker)
+        err = self.assertRefused('is missing')
+        self.assertIn('{"store": "%s", "generation": 2}' % uuid, str(err))
+        with open(marker, 'w') as handle:
+            handle.write('{"store": "%s", "generation": 2}' % uuid)
         self.assertEqual(uuid, self.open().store_uuid)
-        self.assertEqual(uuid, store_files.read_marker(self.path)['store'])
+
+    def test_a_crash_between_database_and_marker(self):
+        """The windows of a first start (and of a migration): a store
+        whose marker was never published opens, the marker is written;
+        a new one beside earlier state does not."""
+        store = self.open()
+        store.close()
+        conn = sqlite3.connect(self.path)
+        conn.execute("INSERT INTO store_info VALUES ('marker_pending', '1')")
+        conn.execute("UPDATE store_info SET value = '0' "
+                     "WHERE key = 'generation'")
+        conn.commit()
+        conn.close()
+        crashed = self.path + '.crashed'
+        shutil.copy(self.path, crashed)
+        marker = store_files.marker_path(self.path)
+        os.unlink(marker)
+        with open(self.beside, 'w') as handle:
+            handle.write('{}')
+        self.assertRefused('has no marker but the state directory has state '
+                           'of an earlier store (mdevs.json)',
+                           beside=[self.beside])
+        self.assertFalse(os.path.exists(marker))
+        os.unlink(self.beside)
+        uuid = self.open(beside=[self.beside]).store_uuid
+        self.assertEqual({'store': uuid, 'generation': 1},
+                         store_files.read_marker(self.path))
+        # Published now: without the marker it is refused.
+        os.unlink(marker)
+        self.assertRefused('is missing')
 
     def test_garbage_marker_is_refused(self):
         self.open().close()

@@ -219,14 +219,21 @@ class MdevManager:
         Each vanished slot is created again with its own UUID on its own
         parent. A failure is recorded and the next slot is tried; nothing is
         rolled back. Slots whose UUID exists with another parent or type are
-        reported as failed and left alone.
+        reported as failed, naming where it came back, and left alone.
         """
         wanted, existing, missing = self._plan(allocated_slots)
         failed = {}
         for info in wanted:
             have = existing.get(info.uuid)
             if have is not None and have != info:
-                failed[info.uuid] = self._mismatch(info, have)
+                failed[info.uuid] = exception.MdevError(
+                    uuid=info.uuid, parent=info.parent, errno='EEXIST',
+                    reason='it came back on parent %s with type %s, not on '
+                           'its parent %s with type %s; an allocation never '
+                           'moves (same UUID on the same parent): remove '
+                           'that mdev, then restore recreates it here'
+                           % (have.parent, have.mdev_type, info.parent,
+                              info.mdev_type))
         recreated = []
         for info in missing:
             try:

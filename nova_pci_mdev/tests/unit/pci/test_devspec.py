@@ -308,10 +308,10 @@ class HelpersTest(testtools.TestCase):
         problems = []
         report = lambda v, r: problems.append(r)  # noqa: E731
         self.assertEqual({'a': 1}, jsonopt.load_json('{"a": 1}', report))
-        self.assertIsNone(jsonopt.load_json('{"a": 1, "a": 2}', report))
-        self.assertIsNone(jsonopt.load_json('{"a": ', report))
-        self.assertIsNone(jsonopt.load_json('[' * 100000, report))
-        self.assertIsNone(jsonopt.load_json(None, report))
+        for text in ('{"a": 1, "a": 2}', '{"a": ', '[' * 100000, None):
+            self.assertIs(jsonopt.INVALID, jsonopt.load_json(text, report))
+        # JSON null is a value (the callers refuse it), not a failure.
+        self.assertIsNone(jsonopt.load_json('null', report))
         self.assertEqual(4, len(problems))
         self.assertIn('appears twice', problems[0])
         self.assertIn('malformed JSON', problems[1])

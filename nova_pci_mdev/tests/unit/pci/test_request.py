@@ -124,6 +124,17 @@ class AliasTableTest(testtools.TestCase):
                               [entry if isinstance(entry, str)
                                else json.dumps(entry)])
 
+    def test_json_that_is_not_an_object(self):
+        # null was skipped: "configuration OK" (issue 31); Nova's alias
+        # schema wants an object.
+        for text in ('null', '1', 'true', '"vGPU"', '[]', '[null]'):
+            exc = self.assertRaises(exception.ConfigErrors,
+                                    request.AliasTable.from_config, [text])
+            problem, = exc.errors
+            self.assertEqual('alias', problem.kwargs['option'])
+            self.assertIn('entry 1', str(problem))
+            self.assertIn('expected a JSON object', str(problem))
+
     def test_error_names_value_and_rule(self):
         problem, = problems_of(dict(VGPU, numa_policy='strict'))
         self.assertEqual(

@@ -36,6 +36,23 @@ class FromConfigTest(testtools.TestCase):
         self.assertEqual(3, len(w.specs))
         self.assertEqual([0, 1, 2], [s.position for s in w.specs])
 
+    def test_json_that_is_neither_object_nor_list_of_objects(self):
+        # null was skipped: "configuration OK: 0 device spec(s)" (issue
+        # 31); Nova refuses it ("Expecting list or dict").
+        for text, rule in (('null', 'expected a JSON object or a list'),
+                           ('1', 'expected a JSON object or a list'),
+                           ('false', 'expected a JSON object or a list'),
+                           ('"10de"', 'expected a JSON object or a list'),
+                           ('[null]', 'entry 1.1: expected a JSON object'),
+                           ('[{}, 2]', 'entry 1.2: expected a JSON object')):
+            exc = self.assertRaises(exception.ConfigErrors,
+                                    whitelist.Whitelist.from_config, [text])
+            problem, = exc.errors
+            self.assertEqual(('pci', 'device_spec'),
+                             (problem.kwargs['group'],
+                              problem.kwargs['option']))
+            self.assertIn(rule, str(problem))
+
     def test_a_single_string_is_one_value(self):
         w = whitelist.Whitelist.from_config('{"vendor_id": "10de"}')
         self.assertEqual(1, len(w.specs))
