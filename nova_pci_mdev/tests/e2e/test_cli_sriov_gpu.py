@@ -5,7 +5,7 @@ for libvirt's real test driver: 8 PFs (10de:20b5) of 16 VFs each, every VF
 an mdev parent of one nvidia-699 instance (three levels), on NUMA nodes 0
 and 1 alternately. ``inventory`` shows one provider per GPU (8 of 16, named
 after the PFs), as the Nova series reports them, not one per VF parent
-(128 of 1).
+(128 of 1). The claim and refusal tests rewrite it with 2 GPUs.
 """
 
 import testtools
@@ -62,6 +62,7 @@ class TestSriovGpuHost(testtools.TestCase):
         self.assertEqual(8, table.count('CUSTOM_MDEV_TYPE_NVIDIA_699'))
 
     def test_resources_claim_takes_vf_parents_of_one_gpu(self):
+        gpu_host.write(self.cli.tmp, gpus=2)     # the same files, smaller
         out = self.run_cli('claim', '--extra-spec', 'resources:VGPU=4',
                            '--instance', INSTANCE).stdout
         self.assertIn('VGPU=4', out)
