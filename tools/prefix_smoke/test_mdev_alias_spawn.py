@@ -26,7 +26,7 @@ The host::
     compute 'unchanged'        compute 'opted-in'
     GPU 0000:81:00.0           GPU 0000:81:00.0, NUMA node 0
       mdev M0 (nvidia-11)        mdev M1 (nvidia-11), existing
-                                 [mdev_nvidia-11]max_instances = 2
+                                 device_spec max_instances = 2
 
 'unchanged' starts with the nova.conf of a 34.0.0 vGPU deployment (a
 device_spec naming the GPU, no mdev_type): its GPU stays a whole type-PCI
@@ -284,11 +284,11 @@ class MdevAliasSpawnSmokeTest(base.ServersTestBase):
     def test_every_reported_mdev_is_attached(self):
         self._assert_unchanged_config_keeps_the_gpu_whole()
 
-        # the opt-in; max_instances (which on the Placement path would
-        # drop a GPU offering more) keeps the number of servers small
+        # the opt-in; the device spec's max_instances (the per parent
+        # limit of the PCI path) keeps the number of servers small
         self.flags(device_spec=[jsonutils.dumps(
-            {'vendor_id': VENDOR_ID, 'mdev_type': MDEV_TYPE})], group='pci')
-        self.flags(max_instances=MAX_INSTANCES, group='mdev_%s' % MDEV_TYPE)
+            {'vendor_id': VENDOR_ID, 'mdev_type': MDEV_TYPE,
+             'max_instances': MAX_INSTANCES})], group='pci')
         conn = self._start_gpu_host('opted-in', uuids.mdev_existing)
         reported = self._assert_reports_what_it_can_attach(
             'opted-in', uuids.mdev_existing)
