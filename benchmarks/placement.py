@@ -60,6 +60,7 @@ import time
 from benchmarks import placement_report
 from benchmarks import placement_trees as trees
 from benchmarks import sections
+from benchmarks import worker
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, 'benchmarks', 'RESULTS.md')
@@ -149,7 +150,7 @@ def plan(shapes, counts, policies, tables, models=None):
     return cases
 
 
-class Server:
+class Server(worker.Worker):
     """A :mod:`benchmarks.placement_server` process on one database."""
 
     def __init__(self, db_path, pythonpath=None):
@@ -157,26 +158,8 @@ class Server:
         if pythonpath:
             env['PYTHONPATH'] = os.pathsep.join(
                 [pythonpath] + [p for p in [env.get('PYTHONPATH')] if p])
-        self.proc = subprocess.Popen(
-            [sys.executable, '-m', 'benchmarks.placement_server', '--db',
-             db_path], cwd=ROOT, env=env, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, text=True)
-
-    def ask(self, op, **request):
-        request['op'] = op
-        self.proc.stdin.write(json.dumps(request) + '\n')
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise SystemExit('placement server failed (exit %s)'
-                             % self.proc.wait())
-        return json.loads(line)
-
-    def close(self):
-        self.proc.stdin.close()
-        if self.proc.wait():
-            raise SystemExit('placement server failed (exit %d)'
-                             % self.proc.returncode)
+        super().__init__([sys.executable, '-m', 'benchmarks.placement_server',
+                          '--db', db_path], 'placement server', env=env)
 
 
 def placement_patches(count):

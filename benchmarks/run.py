@@ -32,6 +32,7 @@ from benchmarks import hostgen
 from benchmarks import ours
 from benchmarks import report
 from benchmarks import sections
+from benchmarks import worker as worker_mod
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOVA_VENV = os.path.join(ROOT, 'benchmarks', '.nova-venv')
@@ -55,30 +56,11 @@ def log(message):
     print(message, file=sys.stderr, flush=True)
 
 
-class Worker:
-    """A child process answering JSON requests, one per line."""
-
-    def __init__(self, argv, what):
-        log('starting %s: %s' % (what, ' '.join(argv)))
-        self.what = what
-        self.proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
-
-    def ask(self, op, **request):
-        request['op'] = op
-        self.proc.stdin.write(json.dumps(request) + '\n')
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise SystemExit('%s failed (exit %s)' % (self.what,
-                                                      self.proc.wait()))
-        return json.loads(line)
-
-    def close(self):
-        self.proc.stdin.close()
-        if self.proc.wait():
-            raise SystemExit('%s failed (exit %d)' % (self.what,
-                                                      self.proc.returncode))
+def Worker(argv, what):
+    """A benchmark child process (:class:`benchmarks.worker.Worker`),
+    logged as it starts."""
+    log('starting %s: %s' % (what, ' '.join(argv)))
+    return worker_mod.Worker(argv, what)
 
 
 def machine():
