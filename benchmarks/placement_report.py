@@ -343,7 +343,7 @@ def _work_note(results):
     if not costs:
         return []
     sent, under, over = 0, 0, []
-    not_sent = 0
+    not_sent = same = 0
     for c in results.get('cases', ()):
         s = summary(c['runs'])
         if s['status'] == 'not sent':
@@ -351,6 +351,7 @@ def _work_note(results):
         if s['status'] != 'ok' or s.get('estimate') is None:
             continue
         sent += 1
+        same += s['candidates'] == (s['work'] or {}).get('candidates')
         if s['wall'] <= s['estimate']:
             under += 1
         else:
@@ -379,12 +380,12 @@ def _work_note(results):
         'half its bound (%g s) is **not sent** (%d of the %d queries here): '
         'its row gives its work and estimate and, if it was sent in the run '
         'of 2026-12-02 (0a517ad, same bound, load 6.5-8.2), what it did '
-        'then. Of the %d queries sent, %d answered within their '
-        'estimate%s.' % (
+        'then. Of the %d queries sent, %d returned the number of candidates '
+        'the computation gives and %d answered within their estimate%s.' % (
             '%g' % costs['base'], '%g' % (costs['products'] * 1e6),
             '%g' % (costs['partials'] * 1e6),
             '%g' % (costs['comparisons'] * 1e6), bound / 2, not_sent,
-            len(results.get('cases', ())), sent, under,
+            len(results.get('cases', ())), sent, same, under,
             '' if not over else '; above it: ' + '; '.join(over)), '']
 
 
