@@ -72,7 +72,7 @@ def cli_argv():
     script = os.path.join(os.path.dirname(sys.executable), 'nova-pci-mdev')
     if os.access(script, os.X_OK):
         return [script]
-    return [sys.executable, '-m', 'nova_pci_mdev.cli']
+    return [sys.executable, '-m', 'nova_pci_mdev.cmd.cli']
 
 
 def child_env():

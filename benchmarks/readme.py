@@ -34,7 +34,7 @@ elsewhere).
 | `ours.py` | the tracker and discovery workloads on nova-pci-mdev (a worker process) |
 | `nova_side.py` | the same workloads on Nova 34.0.0, inside Nova's virtualenv (imports nothing of ours) |
 | `floors.py` | the floors: the same inputs touched by the least Python code (standard library) |
-| `cli.py` | the real `nova-pci-mdev` process: CPU, wall, peak RSS |
+| `cmd/cli.py` | the real `nova-pci-mdev` process: CPU, wall, peak RSS |
 | `timing.py` | clock, medians, loops, the worker loop (standard library; every side uses it) |
 | `run.py` | the runner: interleaves the workers, runs the CLI rows, writes both files |
 | `report.py`, `readme.py` | RESULTS.md and this file, from the run's raw results |

@@ -2,7 +2,7 @@
 
 A :class:`SimHost` is one compute host as the product code sees it: a
 libvirt connection, an mdev lifecycle backend, a SQLite store in the host's
-own state directory and a :class:`~nova_pci_mdev.compute.ComputeHost`
+own state directory and a :class:`~nova_pci_mdev.compute.host.ComputeHost`
 built on them exactly as ``wiring.build_compute_host`` does. The host is
 described once by a :class:`~..fixtures.fakelibvirt.FakeHost`
 builder and runs on one of two hypervisors:
@@ -19,7 +19,7 @@ builder and runs on one of two hypervisors:
     The real libvirt library: the FakeHost is written out as a host XML
     file for libvirt's ``test:///<file>`` driver plus the project's sidecar
     (NUMA cells, virtual parents), and opened through
-    :class:`~nova_pci_mdev.virt.libvirt.emulated.EmulatedHost`, whose
+    :class:`~nova_pci_mdev.virt.libvirt.emulated.host.EmulatedHost`, whose
     emulated backend keeps the mdevs (the test driver cannot create any).
 
 Lifecycle: :meth:`SimHost.start` (service start: new connection, new store
@@ -40,19 +40,19 @@ import os
 
 import libvirt
 
-from nova_pci_mdev import compute as compute_mod
-from nova_pci_mdev import store as store_mod
+from nova_pci_mdev.compute import host as compute_mod
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.pci import capacity
+from nova_pci_mdev.store import sqlite as store_mod
 from nova_pci_mdev.tests.fixtures import nvidia_sysfs
 from nova_pci_mdev.tests.fixtures import sysfs
 from nova_pci_mdev.virt.libvirt import config as vconfig
-from nova_pci_mdev.virt.libvirt import emulated
 from nova_pci_mdev.virt.libvirt import host as host_mod
-from nova_pci_mdev.virt.libvirt import mdev
-from nova_pci_mdev.virt.libvirt import mdev_sysfs
-from nova_pci_mdev.virt.libvirt import nvidia_sysfs as nvidia_sysfs_mod
-from nova_pci_mdev.virt.libvirt import vgpu_vfs
+from nova_pci_mdev.virt.libvirt.emulated import host as emulated
+from nova_pci_mdev.virt.libvirt.mdev import lifecycle as mdev
+from nova_pci_mdev.virt.libvirt.mdev import sysfs_backend as mdev_sysfs
+from nova_pci_mdev.virt.libvirt.nvidia import sysfs as nvidia_sysfs_mod
+from nova_pci_mdev.virt.libvirt.nvidia import vgpu_vfs
 
 FAKE = 'fake'
 TEST_DRIVER = 'libvirt-test'

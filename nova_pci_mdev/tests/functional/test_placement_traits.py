@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 import testtools
 
 from nova_pci_mdev import exception
-from nova_pci_mdev import flavor
+from nova_pci_mdev.compute import flavor
 from nova_pci_mdev.pci import allocation
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev.pci import placement

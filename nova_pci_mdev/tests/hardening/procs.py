@@ -28,10 +28,10 @@ import traceback
 
 import libvirt
 
-from nova_pci_mdev import cli
-from nova_pci_mdev import compute as compute_mod
 from nova_pci_mdev import data
-from nova_pci_mdev.virt.libvirt import mdev
+from nova_pci_mdev.cmd import common
+from nova_pci_mdev.compute import host as compute_mod
+from nova_pci_mdev.virt.libvirt.mdev import lifecycle as mdev
 
 #: How long a test waits for a child's next message before failing.
 TIMEOUT = 120.0
@@ -45,9 +45,9 @@ def cli_args(state_dir):
 
 def cli_compute(state_dir):
     """A ComputeHost wired exactly as the CLI wires the bundled host."""
-    cli._register_objects()
+    common.register_objects()
     args = cli_args(state_dir)
-    return cli.build_compute_host(args, cli.load_settings(args))
+    return common.build_compute_host(args, common.load_settings(args))
 
 
 def close(compute):

@@ -29,9 +29,9 @@ from nova_pci_mdev.tests.hardening import recorder
 from nova_pci_mdev.tests.hardening import strategies as hs
 from nova_pci_mdev.virt.libvirt import capabilities
 from nova_pci_mdev.virt.libvirt import config as vconfig
-from nova_pci_mdev.virt.libvirt import emulated
 from nova_pci_mdev.virt.libvirt import host as host_mod
 from nova_pci_mdev.virt.libvirt import nodedev
+from nova_pci_mdev.virt.libvirt.emulated import host as emulated
 
 objects.register_all()
 libvirt.registerErrorHandler(lambda *args: None, None)

@@ -18,7 +18,7 @@ import fixtures
 import hypothesis
 from hypothesis import strategies as st
 
-from nova_pci_mdev import cli
+from nova_pci_mdev.cmd import cli
 from nova_pci_mdev.tests.fixtures import placement as placement_fixture
 from nova_pci_mdev.tests.functional import test_placement_traits as traits
 from nova_pci_mdev.tests.hardening import recorder

@@ -1,4 +1,4 @@
-"""A sync runs when its input changed, and only then (nova_pci_mdev.synced).
+"""A sync runs when its input changed, and only then (nova_pci_mdev.compute.synced).
 
 The CLI in process on a copy of the bundled sample host (the real libvirt
 test driver, the real SQLite store): every input the records depend on
@@ -17,9 +17,9 @@ import sqlite3
 import fixtures
 import testtools
 
-from nova_pci_mdev import cli
 from nova_pci_mdev import data
-from nova_pci_mdev import synced
+from nova_pci_mdev.cmd import cli
+from nova_pci_mdev.compute import synced
 from nova_pci_mdev.virt.libvirt import listing
 
 INSTANCE = '0b6d1e7c-3f0a-4c2b-9d8e-1a2b3c4d5e6f'

@@ -10,7 +10,7 @@ import testtools
 from nova_pci_mdev import objects
 from nova_pci_mdev.objects import bulk
 from nova_pci_mdev.objects import fields
-from nova_pci_mdev import store_schema
+from nova_pci_mdev.store import schema as store_schema
 
 objects.register_all()
 

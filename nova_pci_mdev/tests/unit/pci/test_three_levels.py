@@ -34,7 +34,7 @@ import testtools
 from nova_pci_mdev import exception
 from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.pci import manager
-from nova_pci_mdev import store as store_lib
+from nova_pci_mdev.store import sqlite as store_lib
 from nova_pci_mdev.tests.fixtures import pools_rebuilt
 from nova_pci_mdev.tests.unit.pci import test_manager as world
 from nova_pci_mdev.virt.libvirt import records as records_mod

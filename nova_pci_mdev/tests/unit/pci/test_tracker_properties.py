@@ -30,7 +30,7 @@ import testtools
 from nova_pci_mdev import exception
 from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
-from nova_pci_mdev import store as store_lib
+from nova_pci_mdev.store import sqlite as store_lib
 from nova_pci_mdev.tests.fixtures import pools_rebuilt
 from nova_pci_mdev.tests.unit.pci import test_manager as world
 

@@ -21,12 +21,12 @@ from nova_pci_mdev import exception
 from nova_pci_mdev.tests.fixtures import libvirt_data
 from nova_pci_mdev.tests.unit.virt.libvirt import nodedev_xml as X
 from nova_pci_mdev.tests.unit.virt.libvirt import test_host
-from nova_pci_mdev.virt.libvirt import emulated
 from nova_pci_mdev.virt.libvirt import host as host_mod
-from nova_pci_mdev.virt.libvirt import mdev
-from nova_pci_mdev.virt.libvirt import mdev_emulated
 from nova_pci_mdev.virt.libvirt import nodedev
 from nova_pci_mdev.virt.libvirt import records
+from nova_pci_mdev.virt.libvirt.emulated import host as emulated
+from nova_pci_mdev.virt.libvirt.emulated import mdevs as mdev_emulated
+from nova_pci_mdev.virt.libvirt.mdev import lifecycle as mdev
 
 SETTINGS = test_host.DEFAULT_SETTINGS
 GPU, NIC = '0000:84:00.0', '0000:af:00.0'

@@ -19,10 +19,11 @@ The two request paths end in the same tracker:
   none) becomes slots of that parent claimed in the tracker.
 
 Then every claimed slot gets its mdev (created if needed, all or nothing)
-or vGPU type (NVIDIA VFs, :mod:`.vgpu_vfs`), the devices are allocated and
-the guest gets one ``<hostdev>`` each (:mod:`.claims`: the pure pieces). A
-failure at any step leaves the store as it was and undoes the host steps
-before it, raising the first error with a note per undo that failed.
+or vGPU type (NVIDIA VFs, :mod:`.nvidia.vgpu_vfs`), the devices are
+allocated and the guest gets one ``<hostdev>`` each (:mod:`.claims`: the
+pure pieces). A failure at any step leaves the store as it was and undoes
+the host steps before it, raising the first error with a note per undo
+that failed.
 
 Views (:meth:`ComputeHost.snapshot`, :meth:`ComputeHost.provider_tree`,
 :meth:`ComputeHost.live_move_source`) and dry runs only read the host: they
@@ -37,11 +38,11 @@ Placement path (their slots are not ``reserved`` in the provider tree).
 import contextlib
 import dataclasses
 
-from nova_pci_mdev import claims
 from nova_pci_mdev import exception
-from nova_pci_mdev import live_move
 from nova_pci_mdev import names
-from nova_pci_mdev import synced
+from nova_pci_mdev.compute import claims
+from nova_pci_mdev.compute import live_move
+from nova_pci_mdev.compute import synced
 from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import pci_device as objects_pci
@@ -49,9 +50,9 @@ from nova_pci_mdev.pci import allocation
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev.pci import numa_fit
 from nova_pci_mdev.pci import placement
-from nova_pci_mdev.virt.libvirt import mdev as mdev_mod
 from nova_pci_mdev.virt.libvirt import records as records_mod
-from nova_pci_mdev.virt.libvirt import vgpu_vfs
+from nova_pci_mdev.virt.libvirt.mdev import lifecycle as mdev_mod
+from nova_pci_mdev.virt.libvirt.nvidia import vgpu_vfs
 
 DevType = fields.PciDeviceType
 Status = fields.PciDeviceStatus
@@ -118,10 +119,10 @@ class ComputeHost(object):
 
     :param host: a :class:`~.host.Host` (or :class:`~.emulated.EmulatedHost`)
     :param settings: :class:`nova_pci_mdev.conf.settings.Settings`
-    :param store: :class:`nova_pci_mdev.store.SqliteStore`
+    :param store: :class:`nova_pci_mdev.store.sqlite.SqliteStore`
     :param mdevs: :class:`~.mdev.MdevManager` over the host's backend
     :param topology: the host's :class:`nova_pci_mdev.numa.HostTopology`
-    :param vgpus: :class:`~.vgpu_vfs.VgpuVfManager` (NVIDIA vGPU VFs)
+    :param vgpus: :class:`~.nvidia.vgpu_vfs.VgpuVfManager` (NVIDIA vGPU VFs)
     """
 
     def __init__(self, host, settings, store, mdevs, topology, vgpus=None):
@@ -140,7 +141,7 @@ class ComputeHost(object):
 
     @contextlib.contextmanager
     def session(self, change_host=True):
-        """Load (the store's tables agree, :meth:`.store_rows.Transaction.
+        """Load (the store's tables agree, :meth:`.store.rows.Transaction.
         load_state`), recreate, sync, yield a :class:`Session`, then save.
 
         With ``change_host`` allocated slots whose mdev vanished (host
@@ -224,7 +225,7 @@ class ComputeHost(object):
     def claim(self, instance_uuid, flavor, allocations=None, dry_run=False):
         """Fit, claim, create mdevs, allocate and record ``instance_uuid``.
 
-        :param flavor: a :class:`nova_pci_mdev.flavor.FlavorRequest`
+        :param flavor: a :class:`nova_pci_mdev.compute.flavor.FlavorRequest`
         :param allocations: ``{provider uuid: {rc: amount}}`` from Placement
             for the flavor's ``resources`` groups; chosen locally when None.
         :param dry_run: compute everything, create and save nothing.
@@ -333,7 +334,7 @@ class ComputeHost(object):
                 exc.add_note('rollback: %s' % failure)
             raise
 
-    # -- live moves (see nova_pci_mdev.live_move) ---------------------------
+    # -- live moves (see nova_pci_mdev.compute.live_move) --------------------
 
     def live_move_source(self, instance_uuid):
         """The source side of a live move: a checked

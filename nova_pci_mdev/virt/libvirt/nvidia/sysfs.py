@@ -14,7 +14,7 @@ directory (``gpu_instance_id``, ``placement_id``, ``vgpu_params``...) is
 read or written.
 
 Invariants: an address is a canonical PCI address and a type id comes
-from :func:`.nvidia_vf.type_id_of` before any path is built from them (bad
+from :func:`.nvidia.vf.type_id_of` before any path is built from them (bad
 ones raise ``Invalid`` and touch nothing); a path resolving outside
 ``<root>/sys`` is refused; attribute files are written without
 ``O_CREAT`` and without following a symlink in the last component; every
@@ -25,7 +25,7 @@ followed by reading ``current_vgpu_type`` back.
 
 The write goes through ``writer(path, data)`` (default: ``open(2)`` +
 ``write(2)``) so that an emulated driver can play the kernel on a tree
-(:class:`~.nvidia_emulated.EmulatedDriver`).
+(:class:`~.emulated.nvidia.EmulatedDriver`).
 """
 
 import os
@@ -33,9 +33,9 @@ import os
 from nova_pci_mdev import exception
 from nova_pci_mdev import input_files
 from nova_pci_mdev import names
-from nova_pci_mdev.virt.libvirt import mdev
-from nova_pci_mdev.virt.libvirt import mdev_sysfs
-from nova_pci_mdev.virt.libvirt import nvidia_vf
+from nova_pci_mdev.virt.libvirt.mdev import lifecycle as mdev
+from nova_pci_mdev.virt.libvirt.mdev import sysfs_backend as mdev_sysfs
+from nova_pci_mdev.virt.libvirt.nvidia import vf as nvidia_vf
 
 
 #: The most read of an attribute file (sysfs gives at most a page; NVIDIA's
@@ -98,7 +98,7 @@ class NvidiaVfSysfs(object):
                                                if exc.errno else exc))
 
     def state(self, address):
-        """The :class:`~.nvidia_vf.VfState` of a VF, or None when it has no
+        """The :class:`~.nvidia.vf.VfState` of a VF, or None when it has no
         ``nvidia/`` directory (not a VF of the vendor framework)."""
         address = vf_address(address)
         if not os.path.isdir(self._dir(address)):
@@ -122,7 +122,7 @@ class NvidiaVfSysfs(object):
     def write_type(self, address, type_id):
         """Write ``type_id`` (0 drops the type) to ``current_vgpu_type``
         and return the id read back. No policy: see
-        :class:`~.vgpu_vfs.VgpuVfManager`."""
+        :class:`~.nvidia.vgpu_vfs.VgpuVfManager`."""
         address = vf_address(address)
         if type_id != 0:
             nvidia_vf.type_name(type_id)      # validates the id

@@ -13,8 +13,8 @@ host this module adds what the driver cannot give:
   live moves read it);
   ``nvidia_sysfs`` (a directory, relative to the sidecar, holding the
   ``nvidia/`` sysfs directories of NVIDIA vGPU VFs and the catalogue of
-  their emulated driver, see :mod:`.nvidia_emulated`);
-* an :class:`~.mdev_emulated.EmulatedBackend` in the state directory that
+  their emulated driver, see :mod:`.emulated.nvidia`);
+* an :class:`~.emulated.mdevs.EmulatedBackend` in the state directory that
   holds the host's mdevs. It is seeded once with the mdevs of the host
   file; afterwards it is the truth: :meth:`EmulatedHost.devices` lists its
   mdevs instead of the file's, and each parent type's
@@ -35,11 +35,11 @@ from nova_pci_mdev import exception
 from nova_pci_mdev import input_files
 from nova_pci_mdev.virt.libvirt import capabilities
 from nova_pci_mdev.virt.libvirt import host as host_mod
-from nova_pci_mdev.virt.libvirt import host_facts
 from nova_pci_mdev.virt.libvirt import listing as listing_mod
-from nova_pci_mdev.virt.libvirt import mdev_emulated
 from nova_pci_mdev.virt.libvirt import nodedev
 from nova_pci_mdev.virt.libvirt import nodenames
+from nova_pci_mdev.virt.libvirt.emulated import host_facts
+from nova_pci_mdev.virt.libvirt.emulated import mdevs as mdev_emulated
 
 SIDECAR_SUFFIX = '_topology.json'
 #: A hypervisor version: ASCII digits only (``str.isdigit`` also takes
@@ -141,7 +141,7 @@ class EmulatedHost(host_mod.Host):
     The host file's listing is read once per instance (the test driver
     holds the file as it was at open), and parsed only when a discovery
     needs records; what the backend and the topology need of it comes from
-    :mod:`.host_facts`, parsed again only when the listing changes.
+    :mod:`.emulated.host_facts`, parsed again only when the listing changes.
     """
 
     def __init__(self, conn, state_dir, sidecar=Sidecar(), nodename=None,
@@ -189,7 +189,7 @@ class EmulatedHost(host_mod.Host):
         return self._parsed
 
     def facts(self):
-        """:class:`.host_facts.HostFacts` of the host file."""
+        """:class:`.emulated.host_facts.HostFacts` of the host file."""
         if self._facts is None:
             self._file_listing()
             self._facts = host_facts.load(self.state_dir, self._file_digest)

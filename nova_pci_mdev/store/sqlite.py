@@ -22,7 +22,7 @@ Invariants:
 * A transaction commits only when its block ends normally; any exception
   rolls back everything written in it, and a closed transaction refuses
   further use.
-* The store knows what it is (:mod:`.store_files` for the files): the
+* The store knows what it is (:mod:`.store.files` for the files): the
   SQLite header carries our ``application_id``; ``store_info`` holds the
   format, the store's UUID, a generation counted up by every commit that
   wrote, and the ``owner`` (connection, compute node) it belongs to; the
@@ -39,7 +39,7 @@ Invariants:
     generation of it (replaced by another store or an older copy);
   - a database without its marker, unless the marker was never published
     (a crash between creating the store and writing its marker: see
-    :func:`.store_schema.check_identity`), and then only where a new
+    :func:`.store.schema.check_identity`), and then only where a new
     store could be made;
   - a store whose recorded owner differs from ``owner``.
 
@@ -70,9 +70,9 @@ import tempfile
 import urllib.parse
 
 from nova_pci_mdev import exception
-from nova_pci_mdev import store_files as files
-from nova_pci_mdev import store_rows as rows
-from nova_pci_mdev import store_schema as schema
+from nova_pci_mdev.store import files
+from nova_pci_mdev.store import rows
+from nova_pci_mdev.store import schema
 
 SCHEMA_VERSION = schema.SCHEMA_VERSION
 DEVICE_COLUMNS = schema.DEVICE_COLUMNS
@@ -269,7 +269,7 @@ class SqliteStore(object):
 
     @contextlib.contextmanager
     def transaction(self, immediate=True):
-        """A :class:`.store_rows.Transaction`: BEGIN IMMEDIATE, COMMIT or
+        """A :class:`.store.rows.Transaction`: BEGIN IMMEDIATE, COMMIT or
         ROLLBACK.
 
         ``immediate=False`` begins a deferred transaction, for reads: it

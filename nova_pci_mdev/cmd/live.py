@@ -22,11 +22,7 @@ import uuid as uuid_lib
 from nova_pci_mdev import exception
 from nova_pci_mdev import input_files
 from nova_pci_mdev import names
-
-
-def _cli():
-    from nova_pci_mdev import cli
-    return cli
+from nova_pci_mdev.cmd import common
 
 
 def _read(option, path):
@@ -41,7 +37,7 @@ def _read(option, path):
 
 
 def _load_source(path):
-    from nova_pci_mdev import live_move
+    from nova_pci_mdev.compute import live_move
     try:
         data = input_files.parse_json(_read('--source', path))
     except ValueError as exc:
@@ -53,14 +49,13 @@ def _load_source(path):
 
 
 def cmd_live_move_source(args, out):
-    from nova_pci_mdev import render
-    cli = _cli()
+    from nova_pci_mdev.cmd import render
     args.instance = names.normalize_uuid(args.instance, '--instance')
-    compute = cli.build_compute_host(args, cli.load_settings(args))
+    compute = common.build_compute_host(args, common.load_settings(args))
     source = compute.live_move_source(args.instance)
     if args.format == 'json':
         out.write(render.to_json(source.to_dict()) + '\n')
-        return cli.EXIT_OK
+        return common.EXIT_OK
     out.write('instance %s on host %s (%s) holds %d device(s), all of '
               'them live-migratable\n' % (
                   source.instance_uuid, source.host, source.versions,
@@ -69,19 +64,18 @@ def cmd_live_move_source(args, out):
              d.live_migratable) for d in source.devices]
     out.write(render.table(('address', 'dev_type', 'mdev_type', 'alias',
                             'live_migratable'), rows) + '\n')
-    return cli.EXIT_OK
+    return common.EXIT_OK
 
 
 def cmd_live_move_check(args, out):
-    from nova_pci_mdev import flavor as flavor_mod
-    from nova_pci_mdev import render
-    cli = _cli()
-    settings = cli.load_settings(args)
+    from nova_pci_mdev.cmd import render
+    from nova_pci_mdev.compute import flavor as flavor_mod
+    settings = common.load_settings(args)
     source = _load_source(args.source)
     flavor = flavor_mod.parse(flavor_mod.specs_from_pairs(args.extra_spec),
                               settings.aliases)
     xml = _read('--domain-xml', args.domain_xml) if args.domain_xml else None
-    compute = cli.build_compute_host(args, settings)
+    compute = common.build_compute_host(args, settings)
     moved = compute.claim_live_move(str(uuid_lib.uuid4()), source, flavor,
                                     dry_run=True)
     # The rewrite raises like the claim: a mismatch is a refusal.
@@ -95,7 +89,7 @@ def cmd_live_move_check(args, out):
             'mapping': moved.mapping,
             'devices': [render.device_dict(d) for d in moved.devices],
             'domain_xml': dest_xml}) + '\n')
-        return cli.EXIT_OK
+        return common.EXIT_OK
     out.write('instance %s can move from host %s to host %s%s\n' % (
         source.instance_uuid, source.host, compute.nodename,
         '' if moved.claim.numa_cells is None else
@@ -106,11 +100,11 @@ def cmd_live_move_check(args, out):
                             'mdev_type', 'numa_node'), rows) + '\n')
     if dest_xml is not None:
         out.write('destination guest XML:\n%s\n' % dest_xml)
-    return cli.EXIT_OK
+    return common.EXIT_OK
 
 
 def add_commands(add):
-    """Register the commands with ``add(name, func, help)`` (cli.py's)."""
+    """Register the commands with ``add(name, func, help)`` (cmd/cli.py's)."""
     source = add('live-move-source', cmd_live_move_source,
                  'on the source: what a live move of an instance must '
                  'carry (JSON with --format json)')

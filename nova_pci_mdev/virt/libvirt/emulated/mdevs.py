@@ -38,8 +38,8 @@ import tempfile
 from nova_pci_mdev import exception
 from nova_pci_mdev import input_files
 from nova_pci_mdev import names
-from nova_pci_mdev import store_files
-from nova_pci_mdev.virt.libvirt import mdev
+from nova_pci_mdev.store import files as store_files
+from nova_pci_mdev.virt.libvirt.mdev import lifecycle as mdev
 
 STATE_FILE = 'mdevs.json'
 STATE_VERSION = 1

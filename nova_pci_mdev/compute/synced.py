@@ -1,6 +1,6 @@
 """A sync only when its input changed: the digest of what it reads.
 
-Every operation of :class:`~nova_pci_mdev.compute.ComputeHost` syncs the
+Every operation of :class:`~nova_pci_mdev.compute.host.ComputeHost` syncs the
 tracker with the hypervisor. The records a sync applies are a pure
 function of its input: the host's unparsed listing
 (``Host.discovery_input``: node-device XML, mdev activity, emulated mdevs),
@@ -40,7 +40,7 @@ from nova_pci_mdev import exception
 from nova_pci_mdev.conf import host_checks
 from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
-from nova_pci_mdev.virt.libvirt import nvidia_vf
+from nova_pci_mdev.virt.libvirt.nvidia import vf as nvidia_vf
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -122,7 +122,7 @@ def bring_in_line(tx, tracker, host, vgpus, settings, held, moved=()):
     the last sync (in the store transaction ``tx``) says that this very
     input was applied already; a sync that ran records its note in ``tx``.
 
-    ``vgpus`` (a :class:`~.virt.libvirt.vgpu_vfs.VgpuVfManager`) gives the
+    ``vgpus`` (a :class:`~.nvidia.vgpu_vfs.VgpuVfManager`) gives the
     records the vGPU view of NVIDIA VFs, as ``vgpus.view`` does; their
     ``nvidia/`` states are read once and are part of the input: the note
     keeps the VFs to read, since finding them takes records. ``moved``:

@@ -1,6 +1,6 @@
 """What ``check-config`` says about GPUs whose vGPUs are NVIDIA VFs.
 
-Pure: from the vGPU view of the records (:func:`.nvidia_vf.apply`), the VF
+Pure: from the vGPU view of the records (:func:`.nvidia.vf.apply`), the VF
 states it came from and the settings, one note per GPU (what it exposes,
 how many slots, what its VFs can take now and why that changes) and a
 warning when the exposed type cannot be served at all. Each item is a
@@ -10,7 +10,7 @@ option it is about.
 """
 
 from nova_pci_mdev import exception
-from nova_pci_mdev.virt.libvirt import nvidia_vf
+from nova_pci_mdev.virt.libvirt.nvidia import vf as nvidia_vf
 
 _MAX_LISTED = 8
 

@@ -15,7 +15,7 @@ from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.virt.libvirt import config as vconfig
-from nova_pci_mdev.virt.libvirt import nvidia_vf
+from nova_pci_mdev.virt.libvirt.nvidia import vf as nvidia_vf
 
 DevType = fields.PciDeviceType
 
@@ -90,7 +90,7 @@ def record(flavor, choice, extra=None):
 
 def hostdev_for(dev):
     """The guest hostdev config of one claimed device (an NVIDIA vGPU VF:
-    see :func:`.nvidia_vf.guest_hostdev`)."""
+    see :func:`.nvidia.vf.guest_hostdev`)."""
     vgpu_vf = nvidia_vf.guest_hostdev(dev)
     if vgpu_vf is not None:
         return vgpu_vf

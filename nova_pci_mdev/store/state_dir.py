@@ -20,7 +20,7 @@ import re
 from nova_pci_mdev import data
 from nova_pci_mdev import exception
 from nova_pci_mdev import input_files
-from nova_pci_mdev import store_files
+from nova_pci_mdev.store import files as store_files
 
 STORE_FILE = 'state.db'
 #: What the emulated backends keep in the directory (the mdevs, their lock,

@@ -20,19 +20,19 @@ it is closed again if anything after it fails.
 
 import os
 
-from nova_pci_mdev import compute as compute_mod
 from nova_pci_mdev import exception
 from nova_pci_mdev import input_files
 from nova_pci_mdev import memory
-from nova_pci_mdev import state_dir as state_dir_mod
-from nova_pci_mdev import store as store_mod
-from nova_pci_mdev.virt.libvirt import emulated
+from nova_pci_mdev.compute import host as compute_mod
+from nova_pci_mdev.store import sqlite as store_mod
+from nova_pci_mdev.store import state_dir as state_dir_mod
 from nova_pci_mdev.virt.libvirt import host as host_mod
-from nova_pci_mdev.virt.libvirt import mdev
-from nova_pci_mdev.virt.libvirt import nvidia_emulated
-from nova_pci_mdev.virt.libvirt import nvidia_sysfs
 from nova_pci_mdev.virt.libvirt import uris
-from nova_pci_mdev.virt.libvirt import vgpu_vfs
+from nova_pci_mdev.virt.libvirt.emulated import host as emulated
+from nova_pci_mdev.virt.libvirt.emulated import nvidia as nvidia_emulated
+from nova_pci_mdev.virt.libvirt.mdev import lifecycle as mdev
+from nova_pci_mdev.virt.libvirt.nvidia import sysfs as nvidia_sysfs
+from nova_pci_mdev.virt.libvirt.nvidia import vgpu_vfs
 
 
 def build_compute_host(args, settings):
@@ -107,10 +107,10 @@ def _backends(args, host, sidecar):
                     if sidecar.nvidia_sysfs else None)
         return host, host.backend, vf_sysfs
     if host.has_min_version(7, 3):
-        from nova_pci_mdev.virt.libvirt import mdev_libvirt
-        backend = mdev_libvirt.LibvirtNodeDeviceBackend(
+        from nova_pci_mdev.virt.libvirt.mdev import libvirt_backend
+        backend = libvirt_backend.LibvirtNodeDeviceBackend(
             conn, libvirt=host.libvirt, current=host.live_connection)
     else:
-        from nova_pci_mdev.virt.libvirt import mdev_sysfs
-        backend = mdev_sysfs.SysfsBackend('/')
+        from nova_pci_mdev.virt.libvirt.mdev import sysfs_backend
+        backend = sysfs_backend.SysfsBackend('/')
     return host, backend, nvidia_sysfs.NvidiaVfSysfs('/')

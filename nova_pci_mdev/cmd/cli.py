@@ -17,44 +17,15 @@ import os
 import sys
 import uuid as uuid_lib
 
-from nova_pci_mdev import cli_live
-from nova_pci_mdev import cli_restore
 from nova_pci_mdev import data
 from nova_pci_mdev import exception
 from nova_pci_mdev import names
-from nova_pci_mdev import state_dir as state_dir_mod
-
-# Commands import the modules that pull in oslo.versionedobjects (and with
-# it oslo.messaging and eventlet, about a second) in their own bodies, so
-# that --help and argument errors answer at once.
-
-
-def _register_objects():
-    from nova_pci_mdev import objects
-    objects.register_all()
-
-
-EXIT_OK, EXIT_UNSATISFIED, EXIT_INVALID, EXIT_HOST = 0, 1, 2, 3
-
-
-# -- building the host -----------------------------------------------------
+from nova_pci_mdev.cmd import common
+from nova_pci_mdev.cmd import live
+from nova_pci_mdev.cmd import restore
+from nova_pci_mdev.store import state_dir as state_dir_mod
 
 default_state_dir = state_dir_mod.default_state_dir
-
-
-def build_compute_host(args, settings):
-    """:func:`nova_pci_mdev.wiring.build_compute_host`, imported when a
-    command runs (it pulls in the whole library)."""
-    from nova_pci_mdev import wiring
-    # Kept on args so that main() can report what discovery left out.
-    args.compute = wiring.build_compute_host(args, settings)
-    return args.compute
-
-
-def load_settings(args):
-    from nova_pci_mdev import conf as conf_mod
-    cfg = conf_mod.new_config(args.config_file)
-    return conf_mod.load_settings(cfg)
 
 
 # -- commands --------------------------------------------------------------
@@ -62,14 +33,14 @@ def load_settings(args):
 def _host_problems(args, settings):
     """Problems that need the host (:mod:`.conf.host_checks`, recorded by
     the session's sync), and what each GPU with NVIDIA vGPU VFs can serve."""
-    compute = build_compute_host(args, settings)
+    compute = common.build_compute_host(args, settings)
     host_problems, states = compute.host_problems()
     problems = list(compute.host.left_out) + host_problems
     args.left_out_shown = True
     if states:
         # Only hosts with NVIDIA vGPU VFs: the notes read their records.
-        from nova_pci_mdev.virt.libvirt import nvidia_check
-        from nova_pci_mdev.virt.libvirt import nvidia_vf
+        from nova_pci_mdev.virt.libvirt.nvidia import check as nvidia_check
+        from nova_pci_mdev.virt.libvirt.nvidia import vf as nvidia_vf
         records = nvidia_vf.apply(compute.host.discover(settings), states,
                                   settings)
         problems.extend(nvidia_check.gpu_notes(records, states, settings))
@@ -78,7 +49,7 @@ def _host_problems(args, settings):
 
 def cmd_check_config(args, out):
     from nova_pci_mdev import conf as conf_mod
-    from nova_pci_mdev import render
+    from nova_pci_mdev.cmd import render
     cfg = conf_mod.new_config(args.config_file)
     problems = list(conf_mod.validate(cfg))
     errors = [p for p in problems if getattr(p, 'severity', 'error')
@@ -102,13 +73,13 @@ def cmd_check_config(args, out):
                           len(settings.whitelist.specs),
                           len(settings.aliases.names()),
                           len(settings.enabled_mdev_types)))
-    return EXIT_INVALID if errors else EXIT_OK
+    return common.EXIT_INVALID if errors else common.EXIT_OK
 
 
 def cmd_devices(args, out):
-    from nova_pci_mdev import render
-    settings = load_settings(args)
-    compute = build_compute_host(args, settings)
+    from nova_pci_mdev.cmd import render
+    settings = common.load_settings(args)
+    compute = common.build_compute_host(args, settings)
     snap = compute.snapshot(tree=False)
     instances, tracked = len(snap.instances), len(snap.devices)
     notes = list(render.missing_lines(snap.missing, snap.devices))
@@ -119,7 +90,7 @@ def cmd_devices(args, out):
         render.write_json_list(out, (
             dict(render.device_dict(d), whitelisted=d.address not in unlisted)
             for d in everything), render.left_out_dicts(left_out))
-        return EXIT_OK
+        return common.EXIT_OK
     out.write('host %s: %d devices (%d whitelisted), %s%d instance(s)\n' % (
         compute.nodename, len(everything), tracked,
         render.left_out_count(left_out), instances))
@@ -127,23 +98,23 @@ def cmd_devices(args, out):
     for line in render.device_tree_lines(
             everything, lambda d: d.address not in unlisted, left_out):
         out.write(line + '\n')
-    return EXIT_OK
+    return common.EXIT_OK
 
 
 def cmd_pools(args, out):
-    from nova_pci_mdev import render
-    compute = build_compute_host(args, load_settings(args))
+    from nova_pci_mdev.cmd import render
+    compute = common.build_compute_host(args, common.load_settings(args))
     pools = compute.snapshot(tree=False).pools
     if args.format == 'json':
         out.write(render.to_json(render.pool_dicts(pools)) + '\n')
     else:
         out.write(render.pool_table(pools) + '\n')
-    return EXIT_OK
+    return common.EXIT_OK
 
 
 def cmd_inventory(args, out):
-    from nova_pci_mdev import render
-    compute = build_compute_host(args, load_settings(args))
+    from nova_pci_mdev.cmd import render
+    compute = common.build_compute_host(args, common.load_settings(args))
     snap = compute.snapshot()
     if args.format == 'json':
         out.write(render.to_json(render.inventory_dict(
@@ -151,13 +122,13 @@ def cmd_inventory(args, out):
     else:
         out.write(render.inventory_table(snap.tree, snap.placement_used)
                   + '\n')
-    return EXIT_OK
+    return common.EXIT_OK
 
 
 def cmd_claim(args, out):
-    from nova_pci_mdev import flavor as flavor_mod
-    from nova_pci_mdev import render
-    settings = load_settings(args)
+    from nova_pci_mdev.cmd import render
+    from nova_pci_mdev.compute import flavor as flavor_mod
+    settings = common.load_settings(args)
     specs = flavor_mod.specs_from_pairs(args.extra_spec)
     flavor = flavor_mod.parse(specs, settings.aliases)
     if not flavor.pci_requests and not flavor.resource_groups:
@@ -167,7 +138,7 @@ def cmd_claim(args, out):
                    'or resources[N]:<RC>=N')
     instance = str(uuid_lib.uuid4()) if args.instance is None else (
         names.normalize_uuid(args.instance, '--instance'))
-    compute = build_compute_host(args, settings)
+    compute = common.build_compute_host(args, settings)
     result = compute.claim(instance, flavor, dry_run=args.dry_run)
     if args.format == 'json':
         out.write(render.to_json({
@@ -180,7 +151,7 @@ def cmd_claim(args, out):
             'devices': [render.device_dict(d) for d in result.devices],
             'devices_xml': result.devices_xml(),
         }) + '\n')
-        return EXIT_OK
+        return common.EXIT_OK
     verb = 'would claim' if result.dry_run else 'claimed'
     out.write('instance %s %s %d device(s)%s\n' % (
         result.instance_uuid, verb, len(result.devices),
@@ -200,13 +171,13 @@ def cmd_claim(args, out):
         out.write('placement allocation on %s: %s\n' % (prov, ', '.join(
             '%s=%d' % kv for kv in sorted(res.items()))))
     out.write('guest devices:\n%s\n' % result.devices_xml())
-    return EXIT_OK
+    return common.EXIT_OK
 
 
 def cmd_release(args, out):
-    from nova_pci_mdev import render
+    from nova_pci_mdev.cmd import render
     args.instance = names.normalize_uuid(args.instance, '--instance')
-    compute = build_compute_host(args, load_settings(args))
+    compute = common.build_compute_host(args, common.load_settings(args))
     freed = compute.release(args.instance)
     if args.format == 'json':
         out.write(render.to_json({
@@ -218,31 +189,31 @@ def cmd_release(args, out):
     else:
         out.write('instance %s holds no device on this host\n'
                   % args.instance)
-    return EXIT_OK
+    return common.EXIT_OK
 
 
 # -- argument parsing ------------------------------------------------------
 
 def _common_options():
     """The options every command takes, before or after its name."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
+    shared = argparse.ArgumentParser(add_help=False)
+    shared.add_argument(
         '--config-file', action='append', default=argparse.SUPPRESS,
         metavar='PATH',
         help='a nova.conf to read (repeatable, later files win); default: '
              'the bundled sample nova.conf')
-    common.add_argument(
+    shared.add_argument(
         '--connection', default=argparse.SUPPRESS, metavar='URI',
         help='libvirt URI (qemu:///system, test:///path/host.xml); default: '
              'the bundled sample host')
-    common.add_argument(
+    shared.add_argument(
         '--state-dir', default=argparse.SUPPRESS, metavar='DIR',
         help='where claims and emulated mdevs are kept; default: '
              '$XDG_STATE_HOME/nova-pci-mdev/<connection>')
-    common.add_argument('--format', choices=('table', 'json'),
+    shared.add_argument('--format', choices=('table', 'json'),
                         default=argparse.SUPPRESS,
                         help='output format (default: table)')
-    return common
+    return shared
 
 
 def build_parser():
@@ -284,8 +255,8 @@ def build_parser():
                        help='show what would be claimed; change nothing')
     release = add('release', cmd_release, 'free every device of an instance')
     release.add_argument('--instance', metavar='UUID', required=True)
-    cli_live.add_commands(add)
-    cli_restore.add_commands(add)
+    live.add_commands(add)
+    restore.add_commands(add)
     return parser
 
 
@@ -314,7 +285,7 @@ def main(argv=None, out=None, err=None):
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
-        return EXIT_INVALID if exc.code else EXIT_OK
+        return common.EXIT_INVALID if exc.code else common.EXIT_OK
     # Global options may come before or after the command; argparse keeps
     # an absent one absent (SUPPRESS) so that neither position overrides
     # the other with a default.
@@ -325,7 +296,7 @@ def main(argv=None, out=None, err=None):
     args.state_dir = os.path.abspath(
         getattr(args, 'state_dir', None) or default_state_dir(args.connection))
     args.format = getattr(args, 'format', None) or 'table'
-    _register_objects()
+    common.register_objects()
     # What the imports built lives until exit: the cyclic collector need
     # not walk it again each time a command's objects trigger a collection
     # (a host's devices are allocated by the ten thousand).
@@ -355,25 +326,25 @@ def _run(args, out, err):
         for problem in exc.errors:
             err.write('%s: %s\n' % (getattr(problem, 'severity', 'error'),
                                     problem))
-        return EXIT_INVALID
+        return common.EXIT_INVALID
     except exception.RequestNotSatisfiable as exc:
         err.write('%s\n' % _described(exc))
-        return EXIT_UNSATISFIED
+        return common.EXIT_UNSATISFIED
     except exception.Invalid as exc:
         err.write('error: %s\n' % _described(exc))
-        return EXIT_INVALID
+        return common.EXIT_INVALID
     except exception.NovaPciMdevException as exc:
         err.write('host error: %s\n' % _described(exc))
-        return EXIT_HOST
+        return common.EXIT_HOST
     except BrokenPipeError:
         # The reader went away (``| head``): nothing left to tell it.
         _silence(out)
-        return EXIT_OK
+        return common.EXIT_OK
     except OSError as exc:
         # Any filesystem error that escaped its module, named by path.
         err.write('host error: %s: %s\n' % (
             exc.filename or 'I/O', exc.strerror or exc))
-        return EXIT_HOST
+        return common.EXIT_HOST
     finally:
         gc.unfreeze()       # main() also runs in long-lived processes
 

@@ -14,12 +14,12 @@ table)::
     instances      (uuid, data)   data: the instance record as JSON
 
 The SQLite header's ``application_id`` is
-:data:`~.store_files.APPLICATION_ID`.
+:data:`~.store.files.APPLICATION_ID`.
 """
 
 import uuid as uuid_lib
 
-from nova_pci_mdev import store_files
+from nova_pci_mdev.store import files as store_files
 
 SCHEMA_VERSION = 2
 FORMAT = 'nova-pci-mdev state store'

@@ -2,7 +2,7 @@
 
 For ``test://`` hosts (libvirt's test driver knows nothing of NVIDIA's
 ``nvidia/`` directories) and for the tests, this module keeps a tree laid
-out as :mod:`.nvidia_sysfs` reads it and reacts to writes to
+out as :mod:`.nvidia.sysfs` reads it and reacts to writes to
 ``current_vgpu_type`` the way NVIDIA documents the driver does::
 
     <root>/nvidia_emulation.json          the catalogue (below); not sysfs
@@ -38,8 +38,8 @@ import tempfile
 
 from nova_pci_mdev import exception
 from nova_pci_mdev import input_files
-from nova_pci_mdev.virt.libvirt import nvidia_sysfs
-from nova_pci_mdev.virt.libvirt import nvidia_vf
+from nova_pci_mdev.virt.libvirt.nvidia import sysfs as nvidia_sysfs
+from nova_pci_mdev.virt.libvirt.nvidia import vf as nvidia_vf
 
 CATALOGUE = 'nvidia_emulation.json'
 #: The most an attribute file of the tree may hold (a sysfs attribute is
@@ -279,7 +279,7 @@ class EmulatedDriver(object):
 
 
 def seeded_sysfs(source, state_dir):
-    """An :class:`~.nvidia_sysfs.NvidiaVfSysfs` on this state directory's
+    """An :class:`~.nvidia.sysfs.NvidiaVfSysfs` on this state directory's
     copy of the tree ``source``, with this emulated driver as its writer.
 
     The copy (``<state_dir>/nvidia-sysfs``) is made once, atomically; it is

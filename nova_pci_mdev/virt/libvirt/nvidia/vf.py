@@ -51,7 +51,7 @@ creatable or hold):
 Capacity is what the driver says now: a VF that no longer lists ``T``
 (the GPU's framebuffer is used up, or the driver allows one profile size at
 a time and another size is in use) is no slot. Callers re-read the states
-after every change (:mod:`.nvidia_sysfs` does before each write).
+after every change (:mod:`.nvidia.sysfs` does before each write).
 """
 
 import dataclasses

@@ -3,11 +3,11 @@
 A backend creates, removes and lists mdevs on one host. Three
 implementations share the interface:
 
-* :class:`~nova_pci_mdev.virt.libvirt.mdev_sysfs.SysfsBackend`: the kernel's
-  sysfs (``<root>/sys/class/mdev_bus/...``), root configurable;
-* :class:`~nova_pci_mdev.virt.libvirt.mdev_libvirt.LibvirtNodeDeviceBackend`:
+* :class:`~.sysfs_backend.SysfsBackend`: the kernel's sysfs
+  (``<root>/sys/class/mdev_bus/...``), root configurable;
+* :class:`~.libvirt_backend.LibvirtNodeDeviceBackend`:
   libvirt node devices (persistent mdevs with autostart on libvirt >= 7.3);
-* :class:`~nova_pci_mdev.virt.libvirt.mdev_emulated.EmulatedBackend`: mdevs
+* :class:`~nova_pci_mdev.virt.libvirt.emulated.mdevs.EmulatedBackend`: mdevs
   kept in a JSON file, for ``test://`` connections and as the test double.
 
 Invariants every backend keeps:

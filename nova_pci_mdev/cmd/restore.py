@@ -13,16 +13,12 @@ is on the host afterwards, 3 (a host failure) when something could not be
 restored, with one line per device naming it and the reason.
 """
 
-
-def _cli():
-    from nova_pci_mdev import cli
-    return cli
+from nova_pci_mdev.cmd import common
 
 
 def cmd_restore(args, out):
-    from nova_pci_mdev import render
-    cli = _cli()
-    compute = cli.build_compute_host(args, cli.load_settings(args))
+    from nova_pci_mdev.cmd import render
+    compute = common.build_compute_host(args, common.load_settings(args))
     _report, restored = compute.sync()
     failed = sorted(restored.failed.items())
     if args.format == 'json':
@@ -38,11 +34,11 @@ def cmd_restore(args, out):
         if not restored.recreated and not failed:
             out.write('host %s: every allocated device is on the host\n'
                       % compute.nodename)
-    return cli.EXIT_HOST if failed else cli.EXIT_OK
+    return common.EXIT_HOST if failed else common.EXIT_OK
 
 
 def add_commands(add):
-    """Register the command with ``add(name, func, help)`` (cli.py's)."""
+    """Register the command with ``add(name, func, help)`` (cmd/cli.py's)."""
     add('restore', cmd_restore,
         'after a host reboot: recreate the allocated mdevs that vanished '
         '(same UUID, same parent) and give allocated vGPU VFs their type '

@@ -27,10 +27,10 @@ import logging
 from nova_pci_mdev import exception
 from nova_pci_mdev import names
 from nova_pci_mdev.virt.libvirt import config
-from nova_pci_mdev.virt.libvirt import mdev
 from nova_pci_mdev.virt.libvirt import nodedev
 from nova_pci_mdev.virt.libvirt import nodenames
 from nova_pci_mdev.virt.libvirt import seam
+from nova_pci_mdev.virt.libvirt.mdev import lifecycle as mdev
 
 LOG = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The rows of one store transaction: devices, instances, the sync note.
 
 A :class:`Transaction` exists only inside
-:meth:`.store.SqliteStore.transaction` and refuses every use once that
+:meth:`.sqlite.SqliteStore.transaction` and refuses every use once that
 block has ended (committed or rolled back). Every error it meets is the
 store's :class:`~nova_pci_mdev.exception.StoreError`, naming the file and
 what was being done. Reads validate what they read (a stored device goes
@@ -16,7 +16,7 @@ from nova_pci_mdev import exception
 from nova_pci_mdev.objects import bulk
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import pci_device
-from nova_pci_mdev import store_schema as schema
+from nova_pci_mdev.store import schema
 
 _COLUMN_NAMES = schema.COLUMN_NAMES
 _BUSY = frozenset((fields.PciDeviceStatus.CLAIMED,

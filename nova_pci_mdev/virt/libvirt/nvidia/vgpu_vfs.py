@@ -1,4 +1,4 @@
-"""vGPU types of NVIDIA VFs: policy over :class:`.nvidia_sysfs.NvidiaVfSysfs`.
+"""vGPU types of NVIDIA VFs: policy over :class:`.nvidia.sysfs.NvidiaVfSysfs`.
 
 What the compute host does with the ``current_vgpu_type`` of the VFs it
 hands out (the mdev counterpart is :class:`~.mdev.MdevManager`):
@@ -16,16 +16,16 @@ Invariants: a VF that holds another type than the one asked is never
 overwritten; a VF that already holds the type asked is left alone by
 :meth:`~VgpuVfManager.assign` and not counted as set by it, so a failed
 claim only undoes its own writes; every name and id is validated (through
-:mod:`.nvidia_sysfs`) before anything is written.
+:mod:`.nvidia.sysfs`) before anything is written.
 """
 
 import typing
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.objects import fields
-from nova_pci_mdev.virt.libvirt import mdev
-from nova_pci_mdev.virt.libvirt import nvidia_sysfs
-from nova_pci_mdev.virt.libvirt import nvidia_vf
+from nova_pci_mdev.virt.libvirt.mdev import lifecycle as mdev
+from nova_pci_mdev.virt.libvirt.nvidia import sysfs as nvidia_sysfs
+from nova_pci_mdev.virt.libvirt.nvidia import vf as nvidia_vf
 
 Status = fields.PciDeviceStatus
 
@@ -87,7 +87,7 @@ class VgpuVfManager(object):
 
     def view(self, records, settings):
         """Discovery records with the vGPU view of their GPUs (one
-        directory check per NVIDIA VF, see :func:`.nvidia_vf.apply`)."""
+        directory check per NVIDIA VF, see :func:`.nvidia.vf.apply`)."""
         if self.sysfs is None:
             return records
         states = self.states(nvidia_vf.candidate_addresses(records))

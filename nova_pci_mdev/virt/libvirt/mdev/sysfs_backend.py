@@ -33,7 +33,7 @@ import re
 from nova_pci_mdev import exception
 from nova_pci_mdev import input_files
 from nova_pci_mdev import names
-from nova_pci_mdev.virt.libvirt import mdev
+from nova_pci_mdev.virt.libvirt.mdev import lifecycle as mdev
 
 
 #: The most read of an attribute file (sysfs gives at most a page).

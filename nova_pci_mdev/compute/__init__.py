@@ -1,0 +1,6 @@
+"""One compute host's devices, operation by operation.
+
+``host`` is :class:`~.host.ComputeHost` (one store transaction per
+operation: load, discover, sync, act, save); ``claims``, ``flavor``,
+``live_move`` and ``synced`` are the pieces it is made of.
+"""
