@@ -137,6 +137,17 @@ class ComputeHost(object):
         self._whitelist = _UsableDevices(settings.whitelist)
         self._slots = records_mod.SlotFactory(self.nodename)
 
+    def close(self):
+        """Close the store (a second call does nothing); the host's libvirt
+        connection stays with whoever opened it."""
+        self.store.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
     # -- the unit of work --------------------------------------------------
 
     @contextlib.contextmanager

@@ -30,7 +30,8 @@ GROUND = ('%s.exception' % P, '%s.names' % P, '%s.numa' % P)
 #: ``nova_pci_mdev/store_rows.py`` is in none).
 ROOMS = {
     # The public API: small, and each name imported when first used.
-    P: GROUND + ('%s.compute' % P, '%s.conf' % P, '%s.objects' % P),
+    P: ('%s.exception' % P, '%s.compute' % P, '%s.conf' % P,
+        '%s.objects' % P),
     '%s.exception' % P: (),
     '%s.names' % P: ('%s.exception' % P,),
     '%s.numa' % P: ('%s.exception' % P, '%s.names' % P),
@@ -60,17 +61,18 @@ ROOMS = {
         '%s.store' % P),
     '%s.store' % P: GROUND + ('%s.data' % P, '%s.input_files' % P,
                               '%s.objects' % P),
-    # Orchestration is handed its store; it never opens one.
+    # Orchestration, and the wiring of a host (compute.wiring: the store
+    # in its state directory, the emulated host of test:// URIs).
     '%s.compute' % P: GROUND + (
-        '%s.conf' % P, '%s.objects' % P, '%s.pci' % P,
-        '%s.virt.libvirt' % P, '%s.virt.libvirt.mdev' % P,
-        '%s.virt.libvirt.nvidia' % P),
-    # The command line and the wiring of a host: every room but the API.
+        '%s.conf' % P, '%s.input_files' % P, '%s.memory' % P,
+        '%s.objects' % P, '%s.pci' % P, '%s.store' % P,
+        '%s.virt.libvirt' % P, '%s.virt.libvirt.emulated' % P,
+        '%s.virt.libvirt.mdev' % P, '%s.virt.libvirt.nvidia' % P),
+    # The command line: the public API, and what it renders.
     '%s.cmd' % P: GROUND + (
-        '%s.compute' % P, '%s.conf' % P, '%s.data' % P,
-        '%s.input_files' % P, '%s.memory' % P, '%s.objects' % P,
-        '%s.pci' % P, '%s.store' % P, '%s.virt.libvirt' % P,
-        '%s.virt.libvirt.emulated' % P, '%s.virt.libvirt.mdev' % P,
+        P, '%s.compute' % P, '%s.conf' % P, '%s.data' % P,
+        '%s.input_files' % P, '%s.objects' % P, '%s.pci' % P,
+        '%s.store' % P, '%s.virt.libvirt' % P,
         '%s.virt.libvirt.nvidia' % P),
 }
 #: module -> project rooms it must not import although its room may.
