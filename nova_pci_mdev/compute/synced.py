@@ -20,9 +20,9 @@ Invariants:
 * The note is written in the same transaction as the sync's changes: a
   rolled-back session leaves the previous note, whose digest no longer
   matches if the input changed.
-* Anything the records depend on is in the digest, the code included (the
-  bytes of every product module), so that a new version never trusts an
-  old note. Claims and releases change no record
+* Anything the records depend on is in the digest, the code's version
+  included (:data:`RECORDS_VERSION` and the package version), so that a
+  new version never trusts an old note. Claims and releases change no record
   (only statuses and owners, which a sync never takes from a record):
   skipping a sync is exactly what an unchanged sync would have done.
 * A held slot enters the digest only while the host does not list its
@@ -34,7 +34,7 @@ Invariants:
 import dataclasses
 import functools
 import hashlib
-import os
+import importlib.metadata
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.conf import host_checks
@@ -42,28 +42,22 @@ from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev.virt.libvirt.nvidia import vf as nvidia_vf
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: The version of what turns a sync's input into records and applies them
+#: (records, the tracker's sync, the whitelist, the slots). Bump it with
+#: any change to them that could give other records or statuses from the
+#: same input: a note of another version is never trusted.
+RECORDS_VERSION = '1'
 
 
 @functools.lru_cache(maxsize=1)
-def code_digest():
-    """sha256 over the source of every product module (``nova_pci_mdev``
-    without its tests): whatever moves between modules, a note of other
-    code is never trusted. About a megabyte, read once per process."""
-    hasher = hashlib.sha256()
-    root = os.path.join(_PACKAGE, 'nova_pci_mdev')
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs
-                         if d not in ('tests', 'data', '__pycache__'))
-        for name in sorted(f for f in files if f.endswith('.py')):
-            path = os.path.join(folder, name)
-            hasher.update(os.path.relpath(path, root).encode() + b'\0')
-            try:
-                with open(path, 'rb') as f:
-                    hasher.update(f.read())
-            except OSError:
-                hasher.update(b'unreadable %d' % id(hasher))
-    return hasher.hexdigest()
+def code_version():
+    """``RECORDS_VERSION`` and the installed package's version: a note
+    written by other code is never trusted."""
+    try:
+        package = importlib.metadata.version('nova-pci-mdev')
+    except importlib.metadata.PackageNotFoundError:
+        package = 'not installed'
+    return '%s/%s' % (RECORDS_VERSION, package)
 
 
 def settings_digest(settings):
@@ -93,7 +87,7 @@ def input_key(host, source, settings, held, moved=()):
     unlisted = sorted(repr(slot) for slot in held
                       if slot[0] not in listed or slot[0] in moved)
     hasher = hashlib.sha256()
-    hasher.update(code_digest().encode('ascii'))
+    hasher.update(code_version().encode('utf-8'))
     hasher.update(repr((host.hostname, settings_digest(settings),
                         unlisted)).encode('utf-8', 'surrogatepass'))
     host.digest_input(source, hasher)

@@ -27,7 +27,6 @@ import typing
 
 from nova_pci_mdev import exception
 from nova_pci_mdev import input_files
-from nova_pci_mdev import memory
 from nova_pci_mdev.compute import host as compute_mod
 from nova_pci_mdev.store import sqlite as store_mod
 from nova_pci_mdev.store import state_dir as state_dir_mod
@@ -69,8 +68,6 @@ def open_compute_host(connection, state_dir, settings, hypervisor=None):
         # restarts.
         host = host_mod.connect(connection)
         if connection.startswith('test://'):
-            # The test driver just parsed the host file in this process.
-            memory.release_freed()
             path = uris.host_file(connection)
             sidecar = emulated.load_sidecar(
                 emulated.sidecar_path(path) if path else None)

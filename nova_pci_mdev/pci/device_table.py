@@ -36,7 +36,7 @@ def derived_status(dev):
     """The status a free ``dev`` must have, given its relatives: any
     ancestor in use blocks it, else any descendant in use does (allocated
     before claimed). Links nest: PF -> mdev-capable VF -> slot."""
-    for relatives in (dev._ancestors(), dev._descendants()):
+    for relatives in (dev.ancestors(), dev.descendants()):
         statuses = {r.status for r in relatives}
         if Status.ALLOCATED in statuses:
             return Status.UNAVAILABLE
@@ -50,7 +50,7 @@ def family(devs):
     out = {}
     for dev in devs:
         out[dev.address] = dev
-        for relative in dev._ancestors() + dev._descendants():
+        for relative in dev.ancestors() + dev.descendants():
             out[relative.address] = relative
     return list(out.values())
 

@@ -103,7 +103,6 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
         self._pure = getattr(whitelist, 'pure', False) is True
         self._slot_factory = slot_factory
         self._made = []            # (parent, new slots) of the claim
-        self._make_slot = None     # PciDevice.maker(), made at first use
         self._slot_tags = {}       # parent address -> (fields, tags)
         self._held_back = held_back.HeldBack()
         self.stats = pci_stats.PciDeviceStats(
@@ -151,8 +150,8 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
         seen = self._whitelisted(records)
         # Build the new devices first: a record a device cannot hold fails
         # the sync before anything has changed.
-        make = pci_device.PciDevice.maker()
-        new = {address: make(entry[0], address)
+        create = pci_device.PciDevice.create
+        new = {address: create(entry[0], address)
                for address, entry in seen.items()
                if entry is not None and address not in self._devs}
         removed, kept, touched, gone = self._drop_unseen(seen)
@@ -256,7 +255,7 @@ class PciDevTracker(tracker_claims.ClaimsMixin,
                     self._touch(dev)
                 kept.append(dev.address)
             else:
-                relatives.extend(dev._ancestors() + dev._descendants())
+                relatives.extend(dev.ancestors() + dev.descendants())
                 self._forget(dev, unlink=False)
                 removed.append(dev.address)
                 gone.append(dev)

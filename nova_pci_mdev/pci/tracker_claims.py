@@ -186,12 +186,9 @@ class ClaimsMixin(object):
                 reason='parent %s cannot create %d more %s slot(s)'
                 % (parent.address, count, parent.mdev_type))
         new = []
-        make = self._slot_maker()
         for record in self._slot_factory.records(parent, self._devs, count):
-            # The address given ready, as a sync does: the field's memo
-            # of coerced values would keep every slot's UUID for the
-            # tracker's life.
-            dev = make(record, names.normalize_address(record['address']))
+            dev = pci_device.PciDevice.create(
+                record, names.normalize_address(record['address']))
             spec = self._whitelist.match(record)
             self._devs[dev.address] = dev
             self._tags[dev.address] = dict(spec.tags or {}) if spec else {}
@@ -205,21 +202,6 @@ class ClaimsMixin(object):
         self._touch(parent)
         self._made.append((parent, new))
         return new
-
-    def _slot_maker(self):
-        """``PciDevice.create`` for new slots, kept for the tracker's life.
-
-        It cannot go stale: the maker remembers one validated template per
-        record *shape*, and a shape is the record's whole content but its
-        address, ``dev_id`` and ``parent_addr`` (:class:`.bulk.Shapes`),
-        so a template only ever serves records equal to the one it was
-        made from in everything else. There is one shape per kind of
-        parent (ids, type, NUMA node), not per slot; nor does it keep
-        anything per slot (the caller gives each address ready).
-        """
-        if self._make_slot is None:
-            self._make_slot = pci_device.PciDevice.maker()
-        return self._make_slot
 
     def _unmake(self):
         """Forget the slots :meth:`_materialise` made for a failed claim
@@ -265,8 +247,8 @@ class ClaimsMixin(object):
         if dev.status not in Status.BUSY or dev.instance_uuid != instance_uuid:
             self._index_discard(instance_uuid, dev.address)
             return []
-        # The checks of dev.free() hold: in use, by instance_uuid.
-        freed, below, above = dev._free()
+        freed = dev.free(instance_uuid)
+        below, above = dev.descendants(), dev.ancestors()
         self._index_discard(instance_uuid, dev.address)
         family = _family(dev, above, below)
         changed = self._changed         # what _touch fills
@@ -313,7 +295,7 @@ def _stale_after_claim(devs, made):
         stale.add(id(parent))
         stale.update(id(slot) for slot in new)
     for dev in devs:
-        below = dev._descendants() if dev.child_devices else []
+        below = dev.descendants() if dev.child_devices else []
         for each in [dev] + below:
             if each.dev_type == _MDEV_PF:
                 stale.add(id(each))

@@ -13,7 +13,6 @@ import contextlib
 import json
 
 from nova_pci_mdev import exception
-from nova_pci_mdev.objects import bulk
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import pci_device
 from nova_pci_mdev.store import schema
@@ -48,28 +47,26 @@ class Transaction(object):
     def load_devices(self):
         """Every stored device as a :class:`PciDevice` (by address).
 
-        Each column goes through its field's validation (``coerce``), once
-        per distinct value (:class:`~.objects.bulk.Restorer`: a host's
-        rows repeat the same ids, types and statuses), and each distinct
-        ``extra_info`` text is parsed and validated once (every device
-        gets its own copy); rows are read one by one, never all held at
-        once beside the devices.
+        Each column goes through its field's setter (its validation); a
+        NULL in a column whose field is not nullable leaves the field
+        unset. A loaded device records no change. Rows are read one by
+        one, never all held at once beside the devices.
         """
         cls = pci_device.PciDevice
-        restore = bulk.Restorer(cls, _COLUMN_NAMES, ready=('extra_info',))
-        extra_field = cls.fields['extra_info']
+        fields = cls.fields
         extra_at = _COLUMN_NAMES.index('extra_info')
-        extras = {}
         devices = []
         with self._sql('load devices') as conn:
             for row in conn.execute('SELECT %s FROM devices ORDER BY address'
                                     % ', '.join(_COLUMN_NAMES)):
                 try:
-                    text = row[extra_at]
-                    if text not in extras:
-                        extras[text] = extra_field.coerce(
-                            None, 'extra_info', json.loads(text))
-                    devices.append(restore(row, dict(extras[text])))
+                    values = {name: value
+                              for name, value in zip(_COLUMN_NAMES, row)
+                              if value is not None or fields[name].nullable}
+                    values['extra_info'] = json.loads(row[extra_at])
+                    dev = cls(**values)
+                    dev.obj_reset_changes()
+                    devices.append(dev)
                 except (exception.NovaPciMdevException, ValueError,
                         TypeError, OverflowError, RecursionError) as exc:
                     raise self._store._error(

@@ -37,7 +37,6 @@ ROOMS = {
     '%s.numa' % P: ('%s.exception' % P, '%s.names' % P),
     # The one bounded reader of files, for every room at the edges.
     '%s.input_files' % P: ('%s.exception' % P,),
-    '%s.memory' % P: (),
     '%s.data' % P: (),
     '%s.objects' % P: ('%s.exception' % P, '%s.names' % P),
     '%s.pci' % P: GROUND + ('%s.objects' % P,),
@@ -64,8 +63,7 @@ ROOMS = {
     # Orchestration, and the wiring of a host (compute.wiring: the store
     # in its state directory, the emulated host of test:// URIs).
     '%s.compute' % P: GROUND + (
-        '%s.conf' % P, '%s.input_files' % P, '%s.memory' % P,
-        '%s.objects' % P, '%s.pci' % P, '%s.store' % P,
+        '%s.conf' % P, '%s.input_files' % P, '%s.objects' % P, '%s.pci' % P, '%s.store' % P,
         '%s.virt.libvirt' % P, '%s.virt.libvirt.emulated' % P,
         '%s.virt.libvirt.mdev' % P, '%s.virt.libvirt.nvidia' % P),
     # The command line: the public API, and what it renders.
@@ -85,10 +83,8 @@ IO_MODULES = ('os', 'io', 'socket', 'sqlite3', 'subprocess', 'fcntl',
               'tempfile', 'shutil', 'urllib', 'http', 'requests', 'libvirt')
 #: The modules that read files themselves; every other reader goes through
 #: nova_pci_mdev.input_files (bounded, regular files only): the store's
-#: files (each checked with lstat and read at most a header), and the
-#: digest of the package's own source.
-OWN_READERS = ('nova_pci_mdev.input_files', 'nova_pci_mdev.store.files',
-               'nova_pci_mdev.compute.synced')
+#: files (each checked with lstat and read at most a header).
+OWN_READERS = ('nova_pci_mdev.input_files', 'nova_pci_mdev.store.files')
 PURE = ('nova_pci_mdev.objects', 'nova_pci_mdev.pci',
         'nova_pci_mdev.virt.libvirt.records',
         'nova_pci_mdev.virt.libvirt.nodedev',
