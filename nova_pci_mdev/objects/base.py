@@ -58,7 +58,7 @@ class NovaPciMdevObject(ovo_base.VersionedObject):
 
     @classmethod
     def obj_from_primitive(cls, primitive, context=None):
-        key = cls._obj_primitive_key('namespace')
+        key = cls.OBJ_SERIAL_NAMESPACE + '.namespace'
         if primitive.get(key) == NOVA_NAMESPACE:
             primitive = dict(primitive, **{key: NAMESPACE})
         return super().obj_from_primitive(primitive, context)
@@ -84,7 +84,7 @@ def obj_to_nova_primitive(obj, target_version=None):
     def rename(value):
         if isinstance(value, dict):
             out = {k: rename(v) for k, v in value.items()}
-            key = obj._obj_primitive_key('namespace')
+            key = obj.OBJ_SERIAL_NAMESPACE + '.namespace'
             if out.get(key) == NAMESPACE:
                 out[key] = NOVA_NAMESPACE
             return out

@@ -228,7 +228,7 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
 
     # -- state machine -----------------------------------------------------
 
-    def _present_children(self):
+    def present_children(self):
         return [c for c in self.child_devices if c.status not in Status.GONE]
 
     def ancestors(self):
@@ -249,7 +249,7 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
     def descendants(self):
         """Present children, grandchildren... (each once, by identity;
         linear in the devices below)."""
-        todo = self._present_children()
+        todo = self.present_children()
         if not todo:
             return todo
         found = []
@@ -261,7 +261,7 @@ class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
             seen.add(id(dev))
             found.append(dev)
             if dev.child_devices:
-                todo.extend(dev._present_children())
+                todo.extend(dev.present_children())
         return found
 
     def _expect(self, statuses):

@@ -34,12 +34,20 @@ class Transaction(object):
         self._conn = conn
         self._open = True
 
+    def end(self):
+        """The store's block ended (committed or rolled back): every use
+        from now on is refused."""
+        self._open = False
+
     @contextlib.contextmanager
-    def _sql(self, action):
+    def sql(self, action):
+        """The connection, for ``action`` (a phrase naming what is done):
+        every error it raises becomes the store's StoreError naming the
+        file and ``action``."""
         if not self._open:
-            raise self._store._error(
+            raise self._store.error(
                 '%s: the transaction is already closed' % action)
-        with self._store._errors(action):
+        with self._store.errors(action):
             yield self._conn
 
     # -- devices -----------------------------------------------------------
@@ -56,7 +64,7 @@ class Transaction(object):
         fields = cls.fields
         extra_at = _COLUMN_NAMES.index('extra_info')
         devices = []
-        with self._sql('load devices') as conn:
+        with self.sql('load devices') as conn:
             for row in conn.execute('SELECT %s FROM devices ORDER BY address'
                                     % ', '.join(_COLUMN_NAMES)):
                 try:
@@ -69,7 +77,7 @@ class Transaction(object):
                     devices.append(dev)
                 except (exception.NovaPciMdevException, ValueError,
                         TypeError, OverflowError, RecursionError) as exc:
-                    raise self._store._error(
+                    raise self._store.error(
                         'stored device %s is invalid: %s' % (row[0], exc))
         return devices
 
@@ -84,7 +92,7 @@ class Transaction(object):
                     value = json.dumps(value or {}, sort_keys=True)
                 row.append(value)
             rows.append(row)
-        with self._sql('save devices') as conn:
+        with self.sql('save devices') as conn:
             conn.executemany(
                 'INSERT OR REPLACE INTO devices (%s) VALUES (%s)' % (
                     ', '.join(_COLUMN_NAMES),
@@ -92,7 +100,7 @@ class Transaction(object):
 
     def delete_devices(self, addresses):
         """Delete the rows of ``addresses`` (unknown ones are ignored)."""
-        with self._sql('delete devices') as conn:
+        with self.sql('delete devices') as conn:
             conn.executemany('DELETE FROM devices WHERE address = ?',
                              [(address,) for address in addresses])
 
@@ -103,7 +111,7 @@ class Transaction(object):
         the last sync's input and its by-products, :mod:`.synced`), or
         None. A note that is not valid JSON reads as None: it only ever
         makes the next sync run."""
-        with self._sql('read the sync note') as conn:
+        with self.sql('read the sync note') as conn:
             row = conn.execute('SELECT value FROM store_info WHERE key = ?',
                                (SYNC_NOTE,)).fetchone()
         try:
@@ -114,7 +122,7 @@ class Transaction(object):
 
     def put_sync_note(self, note):
         text = self._dumps('the sync note', note)
-        with self._sql('write the sync note') as conn:
+        with self.sql('write the sync note') as conn:
             conn.execute('INSERT OR REPLACE INTO store_info (key, value) '
                          'VALUES (?, ?)', (SYNC_NOTE, text))
 
@@ -135,7 +143,7 @@ class Transaction(object):
         busy = [d for d in devices if d.status in _BUSY]
         problems = disagreements(devices, instances, busy)
         if problems:
-            raise self._store._error(
+            raise self._store.error(
                 'its devices and instances tables disagree: %s%s (the '
                 'store was edited or damaged; a device a guest holds could '
                 'be handed out again). Nothing was changed: restore the '
@@ -149,7 +157,7 @@ class Transaction(object):
 
     def instances(self):
         """dict instance uuid -> its stored JSON document."""
-        with self._sql('load instances') as conn:
+        with self.sql('load instances') as conn:
             rows = conn.execute(
                 'SELECT uuid, data FROM instances ORDER BY uuid').fetchall()
         return {uuid: self._loads('instance %s' % uuid, data)
@@ -157,12 +165,12 @@ class Transaction(object):
 
     def save_instance(self, instance_uuid, data):
         text = self._dumps('instance %s' % instance_uuid, data)
-        with self._sql('save instance %s' % instance_uuid) as conn:
+        with self.sql('save instance %s' % instance_uuid) as conn:
             conn.execute('INSERT OR REPLACE INTO instances (uuid, data) '
                          'VALUES (?, ?)', (instance_uuid, text))
 
     def delete_instance(self, instance_uuid):
-        with self._sql('delete instance %s' % instance_uuid) as conn:
+        with self.sql('delete instance %s' % instance_uuid) as conn:
             conn.execute('DELETE FROM instances WHERE uuid = ?',
                          (instance_uuid,))
 
@@ -170,14 +178,14 @@ class Transaction(object):
         try:
             return json.loads(text)
         except (TypeError, ValueError, RecursionError) as exc:
-            raise self._store._error('stored %s is not valid JSON: %s'
-                                     % (what, exc)) from None
+            raise self._store.error('stored %s is not valid JSON: %s'
+                                    % (what, exc)) from None
 
     def _dumps(self, what, value):
         try:
             return json.dumps(value, sort_keys=True)
         except (TypeError, ValueError) as exc:
-            raise self._store._error('%s is not JSON: %s' % (what, exc))
+            raise self._store.error('%s is not JSON: %s' % (what, exc))
 
 
 def disagreements(devices, instances, busy):

@@ -120,17 +120,17 @@ class SqliteStore(object):
     def __exit__(self, *exc_info):
         self.close()
 
-    def _error(self, reason):
+    def error(self, reason):
         return exception.StoreError(path=self.path, reason=reason)
 
     @contextlib.contextmanager
-    def _errors(self, action):
+    def errors(self, action):
         try:
             yield
         except (sqlite3.Error, OSError) as exc:
             moved = (self._ident is not None
                      and not files.same_file(self.path, self._ident))
-            raise self._error('%s failed: %s%s' % (
+            raise self.error('%s failed: %s%s' % (
                 action, exc, ' (the state file was deleted or replaced '
                 'since this process opened it; nothing was committed)'
                 if moved else '')) from exc
@@ -153,7 +153,7 @@ class SqliteStore(object):
             for suffix in files.SQLITE_SUFFIXES:
                 files.lstat_state_file(self.path + suffix)
             ident = files.file_ident(self.path)
-            with self._errors('open'):
+            with self.errors('open'):
                 self._conn = sqlite3.connect(
                     self.path, timeout=self.busy_timeout,
                     isolation_level=None)
@@ -161,19 +161,19 @@ class SqliteStore(object):
             self._ident = ident
             info = self._read_info()
             if files.file_ident(self.path) != ident:
-                raise self._error('replaced by another file while it was '
-                                  'being opened')
+                raise self.error('replaced by another file while it was '
+                                 'being opened')
             self.store_uuid = schema.check_identity(
-                info, marker, files.marker_path(self.path), self._error)
+                info, marker, files.marker_path(self.path), self.error)
             if (marker is None and kind is files.Kind.OURS
                     and info['generation'] == '0'):
                 # A new store a crash left without its marker: only where
                 # a new store could be made (:meth:`_refuse_lost`).
                 self._refuse_lost(files.Kind.ABSENT, 'has no marker')
-            missing = schema.check_owner(info, self.owner, self._error)
+            missing = schema.check_owner(info, self.owner, self.error)
             if missing:
                 with self.transaction() as tx:
-                    with tx._sql('record the owner') as conn:
+                    with tx.sql('record the owner') as conn:
                         schema.put_info(conn, missing)
                 info = self._read_info()
             current = {'store': self.store_uuid,
@@ -183,21 +183,21 @@ class SqliteStore(object):
                                    current['generation'])
             if info.get(schema.PENDING):
                 with self.transaction() as tx:
-                    with tx._sql('publish the marker') as conn:
+                    with tx.sql('publish the marker') as conn:
                         schema.clear_pending(conn)
 
     def _check_unmarked(self):
         """A SQLite file without our application_id: a schema 1 store
         (read-only look at its tables) or refused."""
         uri = 'file:%s?mode=ro' % urllib.parse.quote(self.path)
-        with self._errors('read schema'):
+        with self.errors('read schema'):
             conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout)
             try:
                 is_1, found = schema.looks_like_schema_1(conn)
             finally:
                 conn.close()
         if not is_1:
-            raise self._error(
+            raise self.error(
                 'not a nova-pci-mdev state store (a SQLite file without '
                 'its tables; tables: %s); left untouched'
                 % (', '.join(sorted(found)) or 'none'))
@@ -207,9 +207,9 @@ class SqliteStore(object):
                         else 'is missing')
         found = files.existing_state(self.path, self._beside)
         schema.refuse_lost(what, [os.path.basename(p) for p in found],
-                           self._error)
+                           self.error)
         if kind is files.Kind.EMPTY:
-            raise self._error(
+            raise self.error(
                 '%s: not a store this program wrote (it writes complete '
                 'stores only); remove it to create a new store' % what)
 
@@ -223,7 +223,7 @@ class SqliteStore(object):
                 suffix='.new')
             os.close(fd)
         try:
-            with self._errors('create'):
+            with self.errors('create'):
                 conn = sqlite3.connect(tmp, isolation_level=None)
                 try:
                     schema.create(conn, info)
@@ -244,13 +244,13 @@ class SqliteStore(object):
     def _read_info(self):
         """store_info, after checking (or migrating) the schema."""
         with self.transaction(immediate=False) as tx:
-            with tx._sql('read schema') as conn:
-                if schema.schema_version(conn, self._error) == \
+            with tx.sql('read schema') as conn:
+                if schema.schema_version(conn, self.error) == \
                         SCHEMA_VERSION:
                     return schema.read_info(conn)
         with self.transaction() as tx:
-            with tx._sql('migrate schema 1 to %d' % SCHEMA_VERSION) as conn:
-                if schema.schema_version(conn, self._error) == 1:
+            with tx.sql('migrate schema 1 to %d' % SCHEMA_VERSION) as conn:
+                if schema.schema_version(conn, self.error) == 1:
                     schema.migrate_from_1(conn)
                 info = schema.read_info(conn)
         with contextlib.suppress(sqlite3.Error):
@@ -263,7 +263,7 @@ class SqliteStore(object):
 
     def _check_file(self, when):
         if not files.same_file(self.path, self._ident):
-            raise self._error(
+            raise self.error(
                 '%s: the state file was deleted or replaced since this '
                 'process opened it' % when)
 
@@ -276,13 +276,13 @@ class SqliteStore(object):
         takes no write lock until its first write.
         """
         if self._conn is None:
-            raise self._error('the store is closed')
+            raise self.error('the store is closed')
         if self._tx is not None:
-            raise self._error('a transaction is already open on this '
-                              'store (transactions do not nest)')
+            raise self.error('a transaction is already open on this '
+                             'store (transactions do not nest)')
         self._check_file('cannot begin a transaction')
-        with self._errors('begin transaction (waited up to %ss for other '
-                          'writers)' % self.busy_timeout):
+        with self.errors('begin transaction (waited up to %ss for other '
+                         'writers)' % self.busy_timeout):
             self._conn.execute('BEGIN IMMEDIATE' if immediate else 'BEGIN')
         changes = self._conn.total_changes
         tx = self._tx = rows.Transaction(self, self._conn)
@@ -295,7 +295,7 @@ class SqliteStore(object):
         self._close_tx(tx)
         generation = None
         try:
-            with self._errors('commit'):
+            with self.errors('commit'):
                 if self._conn.total_changes != changes:
                     self._check_file('nothing was committed')
                     generation = schema.next_generation(self._conn)
@@ -308,7 +308,7 @@ class SqliteStore(object):
 
     def _committed(self, generation):
         if not files.same_file(self.path, self._ident):
-            raise self._error(
+            raise self.error(
                 'the state file was deleted or replaced while this process '
                 'committed to it: the commit (generation %d) is lost, and '
                 'what it recorded (a claim, a release) did not happen'
@@ -326,5 +326,5 @@ class SqliteStore(object):
             pass    # the original error is the one worth reporting
 
     def _close_tx(self, tx):
-        tx._open = False
+        tx.end()
         self._tx = None

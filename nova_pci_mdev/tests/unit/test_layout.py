@@ -162,6 +162,26 @@ def project_imports(trees):
     return result
 
 
+#: Library modules whose private names may be read (none are, today).
+LIBRARY_PRIVATE_OK = ()
+
+
+def private_reaches(name, tree):
+    """``module:line x._attr`` for each private attribute read on anything
+    but ``self``, ``cls`` or a library module of :data:`LIBRARY_PRIVATE_OK`
+    (project modules and other objects keep their privates)."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith('_')
+                and not node.attr.startswith('__')):
+            continue
+        owner = node.value
+        if isinstance(owner, ast.Name) and (
+                owner.id in ('self', 'cls') or
+                owner.id in LIBRARY_PRIVATE_OK):
+            continue
+        yield '%s:%d %s' % (name, node.lineno, ast.unparse(node))
+
+
 def loose_modules(names):
     """Modules that belong to no room."""
     return sorted(n for n in names if room_of(n) is None)
@@ -307,6 +327,15 @@ class LayoutTest(testtools.TestCase):
     def test_no_import_cycle_between_rooms(self):
         self.assertEqual([], cycles(room_edges(project_imports(self.trees))))
 
+    def test_no_private_attribute_of_another_object(self):
+        """``x._name`` only on ``self``, ``cls`` or a library module:
+        no module reaches into another object's (or project module's)
+        private state."""
+        broken = []
+        for name, tree in sorted(self.trees.items()):
+            broken.extend(private_reaches(name, tree))
+        self.assertEqual([], broken)
+
     def test_allowances_are_acyclic(self):
         """The table itself: no two rooms may import each other, even
         through others, whatever the code does today."""
@@ -398,6 +427,15 @@ class PlantedViolationTest(testtools.TestCase):
         self.assertEqual([['nova_pci_mdev.conf', 'nova_pci_mdev.pci']],
                          cycles(room_edges(graph)))
         self.assertEqual([], cycles(module_edges(graph)))
+
+    def test_a_reach_into_another_object_is_found(self):
+        tree = ast.parse('class A:\n'
+                         '    def f(self, dev):\n'
+                         '        self._x = dev._free()\n'
+                         '        return self._store._error, rows._COLUMNS\n')
+        self.assertEqual(['m:3 dev._free', 'm:4 rows._COLUMNS',
+                          'm:4 self._store._error'],
+                         sorted(private_reaches('m', tree)))
 
     def test_cycles_are_found_in_a_long_chain(self):
         edges = {i: {i + 1} for i in range(5000)}

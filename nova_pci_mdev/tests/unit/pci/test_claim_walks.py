@@ -14,7 +14,7 @@ create slots (``test_capacity``).
 * A free still records ``status`` as changed on a parent whose status
   stays the same (the changed fields are unchanged by the rework).
 * Claims and frees refresh only the devices whose place in the pools
-  changes (``tracker_claims._stale_after_claim``, the devices a free made
+  changes (``manager._stale_after_claim``, the devices a free made
   available): the pools equal pools rebuilt from scratch from the same
   devices (``tests/fixtures/pools_rebuilt.py``; the property machines
   of ``test_tracker_properties`` and ``test_three_levels`` check it after
@@ -29,7 +29,6 @@ from nova_pci_mdev import exception
 from nova_pci_mdev.objects import pci_device
 from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
-from nova_pci_mdev.pci import tracker_claims
 from nova_pci_mdev.tests.fixtures import opcount
 from nova_pci_mdev.tests.fixtures import pools_rebuilt
 from nova_pci_mdev.tests.unit.pci import test_capacity as capacity_world
@@ -88,8 +87,8 @@ class FamilyFromWalksTest(testtools.TestCase):
         for dev in tracker.devices.values():
             self.assertEqual(
                 device_table.family([dev]),
-                tracker_claims._family(dev, dev.ancestors(),
-                                       dev.descendants()), dev.address)
+                manager._family(dev, dev.ancestors(), dev.descendants()),
+                dev.address)
 
     def test_two_levels(self):
         self.assert_same_families(world.new_tracker(
