@@ -375,6 +375,28 @@ def _reads(tree):
             yield node, '%s.%s()' % (func.value.id, func.attr)
 
 
+class TestHelpersTest(testtools.TestCase):
+    """Test helpers live in ``tests/fixtures``: no test module imports
+    another (a test module is a list of tests, not a library)."""
+
+    def test_no_test_module_imports_another(self):
+        tests = os.path.join(PACKAGE_DIR, 'tests')
+        broken = []
+        for root, dirs, files in os.walk(tests):
+            dirs[:] = sorted(d for d in dirs if d != '__pycache__')
+            for name in sorted(f for f in files if f.endswith('.py')):
+                path = os.path.join(root, name)
+                with open(path, encoding='utf-8') as f:
+                    tree = ast.parse(f.read(), path)
+                broken.extend(
+                    '%s:%d imports %s' % (os.path.relpath(path, tests), line,
+                                          module)
+                    for module, line in imports(tree)
+                    if module.rsplit('.', 1)[-1].startswith('test_')
+                    and _in(module, P))
+        self.assertEqual([], broken)
+
+
 def _parsed(sources):
     return {name: ast.parse(source) for name, source in sources.items()}
 

@@ -21,7 +21,7 @@ from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev.store import files as store_files
 from nova_pci_mdev.store import sqlite as store_lib
-from nova_pci_mdev.tests.unit.pci import test_manager as world
+from nova_pci_mdev.tests.fixtures import tracker_world as world
 
 objects.register_all()
 

@@ -29,11 +29,11 @@ from nova_pci_mdev import exception
 from nova_pci_mdev.objects import pci_device
 from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
+from nova_pci_mdev.tests.fixtures import capacity_world
 from nova_pci_mdev.tests.fixtures import opcount
 from nova_pci_mdev.tests.fixtures import pools_rebuilt
-from nova_pci_mdev.tests.unit.pci import test_capacity as capacity_world
-from nova_pci_mdev.tests.unit.pci import test_manager as world
-from nova_pci_mdev.tests.unit.pci import test_three_levels as three
+from nova_pci_mdev.tests.fixtures import three_levels as three
+from nova_pci_mdev.tests.fixtures import tracker_world as world
 from nova_pci_mdev.virt.libvirt import records as records_mod
 
 S = world.S
