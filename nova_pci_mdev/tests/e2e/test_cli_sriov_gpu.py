@@ -11,10 +11,10 @@ after the PFs), as the Nova series reports them, not one per VF parent
 import testtools
 
 from benchmarks import placement_trees
-from nova_pci_mdev.tests.e2e import test_cli
+from nova_pci_mdev.tests.fixtures import cli as cli_fixture
 from nova_pci_mdev.tests.fixtures import sriov_gpu_host as gpu_host
 
-INSTANCE = test_cli.INSTANCE
+INSTANCE = cli_fixture.INSTANCE
 OTHER = '8d2f1b3c-1e4a-4b5c-9d6e-7f8091a2b3c4'
 WHOLE = '9e3a2c4d-2f5b-4c6d-8e7f-8091a2b3c4d5'
 
@@ -23,7 +23,7 @@ class TestSriovGpuHost(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.cli = self.useFixture(test_cli.CliFixture())
+        self.cli = self.useFixture(cli_fixture.CliFixture())
         self.uri, self.conf = gpu_host.write(self.cli.tmp)
 
     def run_cli(self, *args, expect=0, conf=None):
