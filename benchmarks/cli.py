@@ -1,11 +1,18 @@
 """The operator's view: the real ``nova-pci-mdev`` process, measured.
 
 Every sample is one run of the console script of this virtualenv (the
-same file an operator runs), started with ``posix_spawn`` and reaped with
-``wait4``, whose resource usage gives the child's own CPU time (user +
-system), its peak RSS (``ru_maxrss``) and, with the clock around it, its
-wall time. stdout goes to a file (what a redirect costs), is checked after
-the run, untimed, and thrown away.
+same file an operator runs), forked by a small interpreter
+(:data:`TRAMPOLINE`) and reaped there with ``wait4``, whose resource usage
+gives the child's own CPU time (user + system) and peak RSS
+(``ru_maxrss``); the trampoline's clock around it gives its wall time. Not
+from this runner: Linux carries a process's memory high-water mark from
+before ``exec`` into its ``ru_maxrss``, and a child this runner spawns
+(``posix_spawn`` shares its memory until ``exec``, ``fork`` copies it)
+would report at least the runner's own peak: 59 MB for ``--help``, which
+``/usr/bin/time`` measures at 17 MB. The trampoline's own peak (about
+6 MB, :func:`floor`) is the least a row can show. stdout goes to a file
+(what a redirect costs), is checked after the run, untimed, and thrown
+away.
 
 Hosts: the bundled sample host (no ``--connection``) and generated hosts
 of N node devices (:func:`benchmarks.hostgen.host_xml` as a ``test:///``
@@ -25,7 +32,6 @@ import json
 import os
 import shutil
 import sys
-import time
 
 from benchmarks import hostgen
 
@@ -34,6 +40,20 @@ CLAIM = ('claim', '--extra-spec', 'pci_passthrough:alias=%s:1'
          % hostgen.ALIAS_NAME, '--instance', INSTANCE)
 RELEASE = ('release', '--instance', INSTANCE)
 OVO_IMPORT = 'import oslo_versionedobjects.base'
+#: Run by ``python -I -S -c``: fork ``argv[2:]``, wait for it, write its
+#: exit code, CPU, peak RSS and wall time as JSON to ``argv[1]``.
+TRAMPOLINE = (
+    'import json, os, sys, time\n'
+    'start = time.perf_counter()\n'
+    'pid = os.fork()\n'
+    'if pid == 0:\n'
+    '    os.execv(sys.argv[2], sys.argv[2:])\n'
+    '_, status, ru = os.wait4(pid, 0)\n'
+    'wall = time.perf_counter() - start\n'
+    'with open(sys.argv[1], "w") as f:\n'
+    '    json.dump({"code": os.waitstatus_to_exitcode(status),\n'
+    '               "cpu": ru.ru_utime + ru.ru_stime,\n'
+    '               "rss_kib": ru.ru_maxrss, "wall": wall}, f)\n')
 
 
 def _first_line_has(text):
@@ -72,7 +92,7 @@ def cli_argv():
     script = os.path.join(os.path.dirname(sys.executable), 'nova-pci-mdev')
     if os.access(script, os.X_OK):
         return [script]
-    return [sys.executable, '-m', 'nova_pci_mdev.cli']
+    return [sys.executable, '-m', 'nova_pci_mdev.cmd.cli']
 
 
 def child_env():
@@ -89,17 +109,22 @@ def measure(argv, out_path, check=None):
     """Run ``argv`` once; a :class:`Sample`. Fails loudly on a non-zero
     exit or when ``check(stdout)`` is false."""
     err_path = out_path + '.stderr'
+    usage_path = out_path + '.usage'
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                (os.POSIX_SPAWN_OPEN, 1, out_path, flags, 0o600),
                (os.POSIX_SPAWN_OPEN, 2, err_path, flags, 0o600)]
     load = os.getloadavg()[0]
-    start = time.perf_counter()
-    pid = os.posix_spawn(argv[0], list(argv), child_env(),
-                         file_actions=actions)
-    _, status, usage = os.wait4(pid, 0)
-    wall = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
+    trampoline = [sys.executable, '-I', '-S', '-c', TRAMPOLINE, usage_path]
+    pid = os.posix_spawn(sys.executable, trampoline + list(argv),
+                         child_env(), file_actions=actions)
+    _, status, _usage = os.wait4(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit('benchmark: the trampoline of %s exited %d'
+                         % (' '.join(argv), os.waitstatus_to_exitcode(status)))
+    with open(usage_path) as f:
+        usage = json.load(f)
+    code = usage['code']
     with open(out_path) as f:
         out = f.read()
     with open(err_path) as f:
@@ -107,8 +132,14 @@ def measure(argv, out_path, check=None):
     if code != 0 or (check is not None and not check(out)):
         raise SystemExit('benchmark: %s exited %d\nstdout: %s\nstderr: %s'
                          % (' '.join(argv), code, out[:2000], err[:2000]))
-    return Sample(cpu=usage.ru_utime + usage.ru_stime, wall=wall,
-                  rss_kib=usage.ru_maxrss, load=load)
+    return Sample(cpu=usage['cpu'], wall=usage['wall'],
+                  rss_kib=usage['rss_kib'], load=load)
+
+
+def floor(workdir):
+    """The peak RSS (KiB) a row shows for a command that uses no memory
+    (``/bin/true`` through the trampoline): the least any row can show."""
+    return measure(['/bin/true'], os.path.join(workdir, 'floor.txt')).rss_kib
 
 
 class CliHost:

@@ -32,8 +32,16 @@ Tables (``--tables``):
   with ``optimize_for_wide_provider_trees`` and ``isolate``) on a copy
   with ``0001`` and ``0002`` applied.
 
-In a series of queries that differ only in N, a query is not run once a
-smaller N timed out (the candidates only grow with N); the table says so.
+Before a query is sent, :mod:`benchmarks.placement_work` computes the
+work Placement 16 must do for it (complete products of the request
+groups' candidates it checks, partial products the wide-tree generator
+checks, comparisons in its candidate set) from the tree, the query and the
+settings, and :func:`benchmarks.placement_work.estimate` the wall time
+that takes at per-unit costs of about three times the highest measured; a
+query whose estimate exceeds half its bound is not sent, and the table
+gives its counts instead of a time. In a series of queries that differ
+only in N, a query is not run once a smaller N timed out (the candidates
+only grow with N); the table says so.
 
 Every query runs in a child process of a Placement server
 (:mod:`benchmarks.placement_server`) under a wall-clock bound
@@ -59,6 +67,7 @@ import time
 
 from benchmarks import placement_report
 from benchmarks import placement_trees as trees
+from benchmarks import placement_work
 from benchmarks import sections
 from benchmarks import worker
 
@@ -124,6 +133,12 @@ class Case:
 
     def key(self):
         return '|'.join(str(v) for v in dataclasses.astuple(self))
+
+    def work(self):
+        """The :class:`benchmarks.placement_work.Work` of its query."""
+        return placement_work.for_case(
+            trees.SHAPES[self.shape], self.model, self.n, self.policy,
+            self.translation, SETTINGS[self.settings], self.patches)
 
 
 def plan(shapes, counts, policies, tables, models=None):
@@ -238,14 +253,20 @@ def run_cases(cases, workdir, timeout, memory_mb):
         start = time.perf_counter()
         for case in group:
             smaller = timed_out.get(case.series())
+            work = case.work()
+            seconds = placement_work.estimate(work)
             if smaller is not None and smaller < case.n:
                 replies[case.key()] = [{'status': 'skipped',
                                         'after': smaller}]
+            elif seconds > timeout / 2:
+                replies[case.key()] = [{'status': 'not sent'}]
             else:
                 replies[case.key()] = measure(server, case, timeout,
                                               memory_mb)
                 if replies[case.key()][0]['status'] == 'timeout':
                     timed_out.setdefault(case.series(), case.n)
+            for reply in replies[case.key()]:
+                reply.update(work=work.as_dict(), estimate=seconds)
             log('placement: %s N=%d %s %s %s: %s' % (
                 label, case.n, case.policy, case.settings, case.table,
                 placement_report.brief(replies[case.key()])))
@@ -393,6 +414,7 @@ def run(args):
     patches = placement_patches(max(PATCHED[t] for t in args.tables))
     results = {'machine': machine(), 'quick': args.quick,
                'timeout': args.timeout, 'memory_mb': args.memory_mb,
+               'costs': placement_work.COSTS,
                'settings': SETTINGS, 'counts': list(args.counts),
                'patches': [os.path.relpath(p, ROOT) for p in patches]}
     results['nova_check'] = check_queries(args.nova_python, args.counts)

@@ -12,6 +12,54 @@ from benchmarks import placement_trees as trees
 #: The bounds of project issue 27: every vGPU:N (N <= 8) query answers in
 #: under 1 s on one host (shapes a and b) and under 5 s on ten (shape c).
 BOUNDS = {'a': 1.0, 'b': 1.0, 'c': 5.0}
+#: What the queries that are no longer sent did when they were, in the
+#: run of 2026-12-02 15:15 UTC on 0a517ad (60 s bound, load 6.5-8.2; the
+#: RESULTS.md of that commit): (table, shape, model, N, policy, settings)
+#: -> result. "not run" there: a smaller N had timed out.
+EARLIER = {
+    ('main', 'a', 'per-parent', 4, 'default', 'defaults'):
+        'timeout, 24.4 s CPU, 1312 MB',
+    ('main', 'a', 'per-parent', 4, 'isolate', 'defaults'):
+        'timeout, 26.6 s CPU, 1463 MB',
+    ('main', 'a', 'per-GPU', 8, 'default', 'defaults'):
+        'timeout, 32.7 s CPU',
+    ('main', 'a', 'per-GPU', 8, 'isolate', 'defaults'):
+        'timeout, 30.8 s CPU',
+    ('main', 'a', 'per-GPU', 8, 'isolate', 'wide'):
+        '1,000 in 31.6 s, 22.6 s CPU',
+    ('main', 'b', 'per-GPU', 8, 'default', 'defaults'):
+        'timeout, 35.0 s CPU',
+    ('main', 'c', 'per-parent', 4, 'default', 'defaults'):
+        'timeout, 33.0 s CPU, 1675 MB',
+    ('main', 'c', 'per-parent', 4, 'isolate', 'defaults'):
+        'timeout, 30.8 s CPU, 1510 MB',
+    ('main', 'c', 'per-GPU', 8, 'default', 'defaults'):
+        'timeout, 33.1 s CPU',
+    ('main', 'c', 'per-GPU', 8, 'isolate', 'defaults'):
+        'timeout, 35.2 s CPU',
+    ('main', 'c', 'per-GPU', 8, 'isolate', 'wide'):
+        'timeout, 40.0 s CPU',
+    ('hash', 'a', 'per-parent', 4, 'default', 'defaults'):
+        'timeout, 33.1 s CPU, 1955 MB',
+    ('hash', 'a', 'per-parent', 4, 'isolate', 'defaults'):
+        'timeout, 32.5 s CPU, 2301 MB',
+    ('hash', 'a', 'per-GPU', 8, 'default', 'defaults'):
+        'timeout, 30.7 s CPU, 2101 MB',
+    ('hash', 'a', 'per-GPU', 8, 'isolate', 'defaults'):
+        'timeout, 34.0 s CPU',
+    ('hash', 'a', 'per-GPU', 8, 'isolate', 'wide'):
+        '1,000 in 37.5 s, 20.1 s CPU',
+    ('hash', 'c', 'per-parent', 4, 'default', 'defaults'):
+        'timeout, 31.6 s CPU, 1822 MB',
+    ('hash', 'c', 'per-parent', 4, 'isolate', 'defaults'):
+        'timeout, 32.8 s CPU, 2194 MB',
+    ('hash', 'c', 'per-GPU', 8, 'default', 'defaults'):
+        'timeout, 25.3 s CPU, 1651 MB',
+    ('hash', 'c', 'per-GPU', 8, 'isolate', 'defaults'):
+        'timeout, 26.4 s CPU',
+    ('hash', 'c', 'per-GPU', 8, 'isolate', 'wide'):
+        'timeout, 23.9 s CPU',
+}
 
 
 def median(values):
@@ -30,7 +78,11 @@ def summary(runs):
     ok = [r for r in runs if r['status'] == 'ok']
     failed = [r for r in runs if r['status'] != 'ok']
     out = {'runs': len(runs),
-           'rss_kib': max(r.get('rss_kib') or 0 for r in runs)}
+           'rss_kib': max(r.get('rss_kib') or 0 for r in runs),
+           'work': runs[0].get('work'), 'estimate': runs[0].get('estimate')}
+    if runs[0]['status'] == 'not sent':
+        out.update(status='not sent', runs=0)
+        return out
     if failed:
         first = failed[0]
         out.update(status=first['status'], wall=first.get('wall'),
@@ -47,6 +99,8 @@ def brief(runs):
     s = summary(runs)
     if s['status'] == 'skipped':
         return 'not run: N=%d timed out' % s['after']
+    if s['status'] == 'not sent':
+        return 'not sent: %s' % fmt_work(s)
     if s['status'] != 'ok':
         return '%s after %.1f s (CPU %.1f s, %s)' % (
             s['status'], s['wall'] or 0, s['cpu'] or 0, fmt_mb(s['rss_kib']))
@@ -64,6 +118,26 @@ def fmt_ms(seconds):
         '{:,.0f}'.format(seconds * 1000)
 
 
+def fmt_count(value):
+    """A count as digits up to 10**12, else as a power of ten."""
+    if value < 10 ** 12:
+        return '{:,}'.format(value)
+    return '%.1e' % value
+
+
+def fmt_work(s):
+    """The work of a query not sent, and its estimate."""
+    work = s['work']
+    parts = ['%s products' % fmt_count(work['products'])]
+    if work['partials']:
+        parts.append('%s partial products' % fmt_count(work['partials']))
+    if work['comparisons']:
+        parts.append('≥ %s comparisons' % fmt_count(work['comparisons']))
+    seconds = s['estimate']
+    return '%s (est. %s s)' % (', '.join(parts), fmt_count(round(seconds))
+                               if seconds < 10 ** 12 else '%.1e' % seconds)
+
+
 def fmt_mb(kib):
     return '-' if not kib else '%.0f MB' % (kib * 1024 / 1e6)
 
@@ -75,8 +149,14 @@ def policy_label(policy, n, translation='groups'):
     return '%s → %s' % (flavor, sent or '(absent)')
 
 
-def _cells(s):
-    """candidates, wall, CPU, peak RSS, runs of one summary."""
+def _cells(s, earlier=None):
+    """candidates, wall, CPU, peak RSS, runs of one summary (``earlier``:
+    what the query did in the run of :data:`EARLIER`)."""
+    if s['status'] == 'not sent':
+        text = '**not sent**: %s' % fmt_work(s)
+        if earlier:
+            text += '; 2026-12-02: %s' % earlier
+        return [text, '-', '-', '-', '0']
     if s['status'] == 'ok':
         found = '{:,}'.format(s['candidates'])
         if s['hosts'] > 1:
@@ -106,20 +186,23 @@ def _ordered(results, table):
 def main_table(results, table='main'):
     index = _index(results)
     head = ['shape', 'hosts', 'model', 'N', 'group_policy (flavor → sent)',
-            'settings', 'candidates', 'wall ms', 'CPU ms', 'peak RSS',
-            'runs']
+            'settings', 'products', 'candidates', 'wall ms', 'CPU ms',
+            'peak RSS', 'runs']
     lines = ['| %s |' % ' | '.join(head),
-             '|---|---:|---|---:|---|---|---:|---:|---:|---:|---:|']
+             '|---|---:|---|---:|---|---|---:|---:|---:|---:|---:|---:|']
     translation = 'one-group' if table == 'one-group' else 'groups'
     for c in _ordered(results, table):
         s = index[(table, c['shape'], c['model'], c['n'], c['policy'],
                    c['settings'])]
         shape = trees.SHAPES[c['shape']]
         model = c['model'] if shape.vfs else 'per-GPU (= per-parent)'
+        key = (table, c['shape'], c['model'], c['n'], c['policy'],
+               c['settings'])
         lines.append('| %s |' % ' | '.join(
             [c['shape'], str(shape.hosts), model, str(c['n']),
-             policy_label(c['policy'], c['n'], translation), c['settings']]
-            + _cells(s)))
+             policy_label(c['policy'], c['n'], translation), c['settings'],
+             fmt_count(s['work']['products']) if s.get('work') else '-']
+            + _cells(s, EARLIER.get(key))))
     return lines
 
 
@@ -138,7 +221,8 @@ def patched_table(results, table, columns):
                policy_label(c['policy'], c['n']), c['settings']]
         for other, _ in columns:
             found = index.get((other,) + key)
-            row += _cells(found)[:4] if found else ['-'] * 4
+            row += (_cells(found, EARLIER.get((other,) + key))[:4]
+                    if found else ['-'] * 4)
         lines.append('| %s |' % ' | '.join(row))
     return lines
 
@@ -169,7 +253,12 @@ def verdicts(results):
             bound = BOUNDS[c['shape']]
             if s['status'] != 'ok':
                 met_wall = met_cpu = False
-                worst[shape.hosts] = [float('inf'), float('inf')]
+                # a query that did not answer outranks any time
+                label = {'skipped': 'not run'}.get(s['status'], s['status'])
+                if not isinstance(worst[shape.hosts][0], str):
+                    worst[shape.hosts] = [label, label]
+                continue
+            if isinstance(worst[shape.hosts][0], str):
                 continue
             pair = worst[shape.hosts]
             pair[0] = max(pair[0], s['wall'])
@@ -197,8 +286,9 @@ def verdict_table(results):
              '|---|---|---|---|---|---:|---:|---|---|']
 
     def pair(values):
-        return ' / '.join('timeout' if v == float('inf') else fmt_ms(v)
-                          for v in values) if any(values) else '-'
+        if isinstance(values[0], str):
+            return values[0]
+        return ' / '.join(fmt_ms(v) for v in values) if any(values) else '-'
     for table, model, settings, policy, one, ten, wall, cpu, shapes in \
             verdicts(results):
         lines.append('| %s |' % ' | '.join([
@@ -247,6 +337,58 @@ def _nova_check(results):
             % len(check['checked']))
 
 
+def _work_note(results):
+    """How queries are chosen for sending, and how the estimate held."""
+    costs = results.get('costs')
+    if not costs:
+        return []
+    sent, under, over = 0, 0, []
+    not_sent = same = 0
+    for c in results.get('cases', ()):
+        s = summary(c['runs'])
+        if s['status'] == 'not sent':
+            not_sent += 1
+        if s['status'] != 'ok' or s.get('estimate') is None:
+            continue
+        sent += 1
+        same += s['candidates'] == (s['work'] or {}).get('candidates')
+        if s['wall'] <= s['estimate']:
+            under += 1
+        else:
+            over.append('%s %s %s N=%d %s %s: %s ms, est. %s ms' % (
+                c['table'], c['shape'], c['model'], c['n'], c['policy'],
+                c['settings'], fmt_ms(s['wall']), fmt_ms(s['estimate'])))
+    bound = results['timeout']
+    return [
+        'Work per query (`benchmarks/placement_work.py`, computed before '
+        'the query is sent, from the tree, the query and the settings): '
+        '**products**, the complete products of the request groups\' '
+        'candidates that Placement 16 checks (depth-first with '
+        'Placement\'s defaults: every product of every host, 8^8 for '
+        'vGPU:8 on 8 GPUs; with `isolate` and without patch 0002 the '
+        'wide-tree generator still yields every product capacity allows and '
+        'checks `isolate` on complete products), the partial products the '
+        'wide-tree generator checks, and the comparisons in Placement\'s '
+        'candidate set that its `AllocationRequest.__hash__` causes (at '
+        'least k(k-1)/2 for k kept products on the same providers; 0 with '
+        'patch 0001). The functional test `test_placement_work` checks '
+        'products and partial products against the calls a profiled '
+        'Placement makes (equal) and the comparisons (at least as many '
+        'made). Estimate = %s s + %s us per product + %s us per partial '
+        'product + %s us per comparison, about three times the highest CPU '
+        'cost per unit of the 2026-12-02 run; a query whose estimate is above '
+        'half its bound (%g s) is **not sent** (%d of the %d queries here): '
+        'its row gives its work and estimate and, if it was sent in the run '
+        'of 2026-12-02 (0a517ad, same bound, load 6.5-8.2), what it did '
+        'then. Of the %d queries sent, %d returned the number of candidates '
+        'the computation gives and %d answered within their estimate%s.' % (
+            '%g' % costs['base'], '%g' % (costs['products'] * 1e6),
+            '%g' % (costs['partials'] * 1e6),
+            '%g' % (costs['comparisons'] * 1e6), bound / 2, not_sent,
+            len(results.get('cases', ())), sent, same, under,
+            '' if not over else '; above it: ' + '; '.join(over)), '']
+
+
 def section(results):
     settings = results['settings']['wide']
     sample = trees.query_string(trees.SHAPES['a'], 2, 'default')
@@ -286,7 +428,8 @@ def section(results):
         'to_querystring): %s.' % _nova_check(results), '',
         'Settings: `defaults` = Placement 16\'s defaults; `wide` = %s.' % (
             ', '.join('`%s = %s`' % (k, v) for k, v in settings.items())),
-        '', '### vGPU:N as N request groups (what Nova sends)', '']
+        ''] + _work_note(results) + [
+        '### vGPU:N as N request groups (what Nova sends)', '']
     lines += main_table(results) + ['']
     if _ordered(results, 'one-group'):
         lines += ['### Alternative translation: one request group of N '
@@ -314,9 +457,11 @@ def section(results):
             ('isolate', '0001+0002')]) + ['']
     lines += ['### Which combinations meet the bounds', '',
               'Every vGPU:N (N <= 8) on shapes a and b under %g s, on '
-              'shape c under %g s (issue 27); a timeout, error or query not '
-              'run fails the row; n/a: not every shape was run. Shape b '
-              'counts for both models.' % (BOUNDS['a'], BOUNDS['c']),
+              'shape c under %g s (issue 27); a timeout, an error, a query '
+              'not sent or not run fails the row; n/a: not every shape was '
+              'run. Shape b counts for both models. The settings the admin '
+              'guide recommends (patch 0012) are `wide` with the flavor\'s '
+              'group_policy unset.' % (BOUNDS['a'], BOUNDS['c']),
               '']
     lines += verdict_table(results) + ['']
     return '\n'.join(lines)

@@ -6,9 +6,15 @@ line (:func:`benchmarks.timing.serve`):
 * ``about``: which ``placement`` package this process imported (its path
   and ``AllocationRequest.__hash__`` source digest), its RSS;
 * ``build`` ``{shape, model}``: creates the shape's provider trees
-  (:mod:`benchmarks.placement_trees`) through Placement's REST API;
-* ``query`` ``{query, settings, timeout, memory_mb}``: one
-  ``GET /allocation_candidates?<query>``, in a child process.
+  (:mod:`benchmarks.placement_trees`; ``shape`` a key of its ``SHAPES``
+  or the fields of a :class:`~benchmarks.placement_trees.Shape`) through
+  Placement's REST API;
+* ``query`` ``{query, settings, timeout, memory_mb, profile}``: one
+  ``GET /allocation_candidates?<query>``, in a child process; with
+  ``profile`` the child runs it under :mod:`cProfile` and also answers how
+  often Placement called the functions :data:`COUNTED` names (the work
+  :mod:`benchmarks.placement_work` predicts; the timings of such a run
+  are the profiler's, not Placement's).
 
 Placement runs unmodified, as ``placement.deploy.loadapp`` builds it for
 its own functional tests (``PlacementFixture`` without wsgi-intercept:
@@ -61,6 +67,14 @@ OPTIONS = {
     'allocation_candidates_generation_strategy': 'placement',
     'optimize_for_wide_provider_trees': 'workarounds',
 }
+#: Functions of ``placement.objects.allocation_candidate`` whose calls a
+#: profiled query counts: one ``_satisfies_group_policy`` per complete
+#: product ``_merge_candidates`` takes, one ``_exceeds_capacity`` per
+#: partial product the wide-tree generator checks (``should_skip`` instead
+#: where patch 0002 wraps it), one ``__eq__`` per comparison in the
+#: candidate set.
+COUNTED = ('_satisfies_group_policy', '_exceeds_capacity', 'should_skip',
+           '__eq__')
 
 
 class Placement:
@@ -160,7 +174,25 @@ def _rss_kib():
     return None
 
 
-def _child(placement, query, settings, memory_mb, out):
+def _calls(profile):
+    """``{name: calls}`` of the :data:`COUNTED` functions of Placement's
+    allocation_candidate module in a :class:`cProfile.Profile`
+    (``__eq__``: the one of ``AllocationRequest``, told from the other
+    classes' by its first line)."""
+    import pstats
+    from placement.objects import allocation_candidate as ac
+    eq_line = ac.AllocationRequest.__eq__.__code__.co_firstlineno
+    counts = dict.fromkeys(COUNTED, 0)
+    for (path, line, name), row in pstats.Stats(profile).stats.items():
+        if not path.endswith(os.path.join('placement', 'objects',
+                                          'allocation_candidate.py')):
+            continue
+        if name in counts and (name != '__eq__' or line == eq_line):
+            counts[name] += row[1]
+    return counts
+
+
+def _child(placement, query, settings, memory_mb, out, profile=False):
     """Body of the forked child: run the query, write the result."""
     code = 0
     try:
@@ -171,12 +203,19 @@ def _child(placement, query, settings, memory_mb, out):
         # the child's own database connection, opened untimed
         placement.write('GET', '/resource_providers?name=warm-up')
         gc.collect()
+        profiler = None
+        if profile:
+            import cProfile
+            profiler = cProfile.Profile()
+            profiler.enable()
         wall0, cpu0 = time.perf_counter(), time.process_time()
         status, body = placement.request(
             'GET', '/allocation_candidates?' + query,
             microversion=QUERY_MICROVERSION)
         cpu = time.process_time() - cpu0
         wall = time.perf_counter() - wall0
+        if profiler:
+            profiler.disable()
         if status != 200:
             result = {'status': 'error', 'detail': '%d %s' % (
                 status, json.dumps(body)[:500])}
@@ -188,6 +227,8 @@ def _child(placement, query, settings, memory_mb, out):
                           body['provider_summaries'][rp]['root_provider_uuid']
                           for ar in body['allocation_requests']
                           for rp in ar['allocations']})}
+            if profiler:
+                result['calls'] = _calls(profiler)
     except MemoryError:
         result = {'status': 'memory'}
         code = 3
@@ -200,7 +241,8 @@ def _child(placement, query, settings, memory_mb, out):
         os._exit(code)
 
 
-def run_query(placement, query, settings, timeout, memory_mb=None):
+def run_query(placement, query, settings, timeout, memory_mb=None,
+              profile=False):
     """One query in a child; a dict with ``status`` (``ok``, ``timeout``,
     ``memory``, ``error``), ``wall``/``cpu`` (seconds), ``candidates``,
     ``rss_kib`` (the child's peak) and ``parent_rss_kib``."""
@@ -211,7 +253,7 @@ def run_query(placement, query, settings, timeout, memory_mb=None):
     pid = os.fork()
     if pid == 0:
         os.close(read)
-        _child(placement, query, settings, memory_mb, write)
+        _child(placement, query, settings, memory_mb, write, profile)
     os.close(write)
     chunks = []
     deadline = start + timeout
@@ -272,7 +314,9 @@ def _serve(placement):
                 'rss_kib': _rss_kib(), 'python': sys.version.split()[0]}
 
     def do_build(request):
-        shape = trees.SHAPES[request['shape']]
+        shape = request['shape']
+        shape = (trees.SHAPES[shape] if isinstance(shape, str)
+                 else trees.Shape(**shape))
         start = time.perf_counter()
         count = build(placement, shape, request['model'])
         gc.collect()
@@ -282,7 +326,8 @@ def _serve(placement):
 
     def do_query(request):
         return run_query(placement, request['query'], request['settings'],
-                         request['timeout'], request.get('memory_mb'))
+                         request['timeout'], request.get('memory_mb'),
+                         request.get('profile', False))
 
     timing.serve({'about': about, 'build': do_build, 'query': do_query})
     return 0

@@ -34,7 +34,7 @@ elsewhere).
 | `ours.py` | the tracker and discovery workloads on nova-pci-mdev (a worker process) |
 | `nova_side.py` | the same workloads on Nova 34.0.0, inside Nova's virtualenv (imports nothing of ours) |
 | `floors.py` | the floors: the same inputs touched by the least Python code (standard library) |
-| `cli.py` | the real `nova-pci-mdev` process: CPU, wall, peak RSS |
+| `cmd/cli.py` | the real `nova-pci-mdev` process: CPU, wall, peak RSS |
 | `timing.py` | clock, medians, loops, the worker loop (standard library; every side uses it) |
 | `run.py` | the runner: interleaves the workers, runs the CLI rows, writes both files |
 | `report.py`, `readme.py` | RESULTS.md and this file, from the run's raw results |
@@ -130,10 +130,14 @@ Nova's `PciDevice.free` compares devices by id. No `[database] connection`
 is configured, so any other database call would fail the run.
 
 **The CLI rows.** Every sample is one run of the console script of the
-virtualenv (the file an operator runs), started with `posix_spawn` and
-reaped with `wait4`, whose resource usage gives the child's own CPU time
-(user + system) and peak RSS (`ru_maxrss`); the clock around it gives the
-wall time. stdout goes to a file (what a redirect costs) and is checked
+virtualenv (the file an operator runs), forked by a small interpreter
+(`cli.TRAMPOLINE`, about 6 MB) and reaped there with `wait4`, whose resource
+usage gives the child's own CPU time (user + system) and peak RSS
+(`ru_maxrss`); the trampoline's clock around it gives the wall time. A
+child of the runner itself would report at least the runner's peak (Linux
+keeps a process's pre-`exec` high-water mark in its `ru_maxrss`): 59 MB for
+`--help` and the import baseline, which `/usr/bin/time` puts at 17 and 47
+MB. stdout goes to a file (what a redirect costs) and is checked
 after the run, untimed. Hosts: the bundled sample host (no `--connection`)
 and generated hosts of {cli_sizes} node devices (`hostgen.host_xml` as a
 `test:///` file with `hostgen.NOVA_CONF`), each with a state directory of

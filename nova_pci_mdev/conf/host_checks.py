@@ -35,7 +35,7 @@ from nova_pci_mdev.pci import placement
 
 DevType = fields.PciDeviceType
 _SLOT_STAND_IN = '00000000-0000-4000-8000-000000000000'
-#: The type an NVIDIA vGPU VF holds (``virt.libvirt.nvidia_vf.
+#: The type an NVIDIA vGPU VF holds (``virt.libvirt.nvidia.vf.
 #: EXTRA_CURRENT``; conf does not import virt, a unit test pins both).
 VGPU_CURRENT = 'vgpu_current'
 

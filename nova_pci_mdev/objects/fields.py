@@ -90,9 +90,6 @@ class _Enum(fields.FieldType):
 
     def __init__(self, valid_values, what):
         self._valid_values = tuple(valid_values)
-        #: The values ``coerce`` returns as they are (objects.base's
-        #: setters store them without calling it).
-        self.plain_values = frozenset(self._valid_values)
         self._what = what
         super().__init__()
 

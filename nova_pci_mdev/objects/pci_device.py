@@ -21,17 +21,21 @@ freeing the last busy child makes the parent ``available`` again.
 
 ``parent_device`` and ``child_devices`` are not fields: the tracker links
 them after loading, in one pass over its devices.
+
+Each transition walks the device's ancestors and descendants once and
+uses the lists for its checks and its changes: checking and setting
+statuses change no link, and a status a transition sets is never
+``removed`` / ``deleted``, the only ones the walks leave out.
 """
 
 from oslo_serialization import jsonutils
+from oslo_utils import uuidutils
 from oslo_utils import versionutils
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.objects import base
-from nova_pci_mdev.objects import bulk
 from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
-from nova_pci_mdev.objects import pci_states
 
 Status = fields.PciDeviceStatus
 DevType = fields.PciDeviceType
@@ -45,11 +49,17 @@ TRACKER_EXTRA_KEYS = frozenset((extra_info.MISSING,
                                 extra_info.LISTED_UNDER))
 #: What ``stored`` gives for a field that holds no value.
 _UNSET = object()
+#: A parent in one of these may have a child used.
+_PARENT_OK = (Status.AVAILABLE, Status.UNCLAIMABLE, Status.UNAVAILABLE)
+_GONE = frozenset(Status.GONE)
+#: Fields a new device holds None in when its record does not set them.
+_NEW_DEFAULTS = {'mdev_type': None, 'parent_addr': None, 'numa_node': None,
+                 'status': Status.AVAILABLE, 'instance_uuid': None,
+                 'request_id': None}
 
 
 @base.NovaPciMdevObjectRegistry.register
-class PciDevice(pci_states.StateMachine, base.PersistentMixin,
-                base.NovaPciMdevObject):
+class PciDevice(base.PersistentMixin, base.NovaPciMdevObject):
     """A device of a compute host, with Nova's fields plus ``mdev_type``."""
 
     # Version 1.0: Initial version
@@ -145,51 +155,29 @@ class PciDevice(pci_states.StateMachine, base.PersistentMixin,
     # -- construction from hypervisor records -----------------------------
 
     @classmethod
-    def create(cls, record):
-        """A new ``available`` device from a device record (a dict).
-
-        Same mapping as :meth:`update_device`, built in one pass.
-        """
-        return cls.maker()(record)
-
-    @classmethod
-    def maker(cls):
-        """``make(record, address=None)``: :meth:`create` for a batch (a
-        sync's new devices): records of one shape are validated once, only
-        their address, ``dev_id`` and ``parent_addr`` one by one
-        (:class:`~.bulk.Shapes`).
-        ``address``: the record's address as ``names.normalize_address``
-        (the field's own rule) returned it."""
+    def create(cls, record, address=None):
+        """A new ``available`` device from a device record (a dict), with
+        a new random ``uuid``: the mapping of :meth:`update_device`, every
+        value through its field's setter. ``address``: the record's address
+        normalised by the caller (``names.normalize_address``, the field's
+        own rule)."""
+        values = dict(_NEW_DEFAULTS)
+        extra = {}
         fields = cls.fields
-        defaults = {'mdev_type': None, 'parent_addr': None,
-                    'numa_node': None, 'status': Status.AVAILABLE,
-                    'instance_uuid': None, 'request_id': None}
-
-        def to_values(record):
-            values = dict(defaults)
-            extra = {}
-            for key, value in record.items():
-                if key in fields:
-                    if key not in _STATEFUL:
-                        values[key] = value
-                elif key not in _STATEFUL:
-                    extra[key] = value if isinstance(value, str) else (
-                        jsonutils.dumps(value))
-            extra.update(record.get('extra_info') or {})
-            values['extra_info'] = extra
-            return values
-
-        shapes = bulk.Shapes(bulk.Maker(cls), to_values,
-                             unique=('address', 'dev_id', 'parent_addr'),
-                             nested='extra_info')
-        next_uuid = bulk.random_uuids()
-        build = shapes.make
-
-        def make(record, address=None):
-            if address is None:
-                return build(record, {'uuid': next_uuid()})
-            return build(record, {'uuid': next_uuid(), 'address': address})
-        return make
+        for key, value in record.items():
+            if key in _STATEFUL:
+                continue
+            if key in fields:
+                values[key] = value
+            else:
+                extra[key] = value if isinstance(value, str) else (
+                    jsonutils.dumps(value))
+        extra.update(record.get('extra_info') or {})
+        values['extra_info'] = extra
+        values['uuid'] = uuidutils.generate_uuid()
+        if address is not None:
+            values['address'] = address
+        return cls(**values)
 
     def update_device(self, record):
         """Apply a hypervisor record; return True if a field changed.
@@ -230,8 +218,6 @@ class PciDevice(pci_states.StateMachine, base.PersistentMixin,
             changed = True
         return changed
 
-    # -- state machine -----------------------------------------------------
-
     @property
     def is_parent(self):
         return self.dev_type in DevType.PARENT_TYPES
@@ -239,6 +225,177 @@ class PciDevice(pci_states.StateMachine, base.PersistentMixin,
     @property
     def is_child(self):
         return self.dev_type in DevType.CHILD_TYPES
+
+    # -- state machine -----------------------------------------------------
+
+    def present_children(self):
+        return [c for c in self.child_devices if c.status not in Status.GONE]
+
+    def ancestors(self):
+        """Parent, grandparent... nearest first (a PF above a VF parent
+        above an mdev slot: three levels). A cycle of links ends the walk
+        (each device once, by identity)."""
+        parent = self.parent_device
+        if parent is None:
+            return []
+        found = []
+        seen = {id(self)}
+        while parent is not None and id(parent) not in seen:
+            found.append(parent)
+            seen.add(id(parent))
+            parent = parent.parent_device
+        return found
+
+    def descendants(self):
+        """Present children, grandchildren... (each once, by identity;
+        linear in the devices below)."""
+        todo = self.present_children()
+        if not todo:
+            return todo
+        found = []
+        seen = {id(self)}
+        while todo:
+            dev = todo.pop()
+            if id(dev) in seen:
+                continue
+            seen.add(id(dev))
+            found.append(dev)
+            if dev.child_devices:
+                todo.extend(dev.present_children())
+        return found
+
+    def _expect(self, statuses):
+        if self.status not in statuses:
+            raise exception.PciDeviceInvalidStatus(
+                address=self.address, status=self.status,
+                hopestatus=statuses)
+
+    def _check_owner(self, instance_uuid):
+        if instance_uuid is not None and self.instance_uuid != instance_uuid:
+            raise exception.PciDeviceInvalidOwner(
+                address=self.address, owner=self.instance_uuid,
+                hopeowner=instance_uuid)
+
+    def _check_children_free(self, below, tolerated=()):
+        """``below``: this device's :meth:`descendants`."""
+        busy = [c for c in below
+                if c.status != Status.AVAILABLE and c.status not in tolerated]
+        if busy:
+            raise exception.PciDeviceChildrenBusy(
+                address=self.address,
+                children=', '.join('%s (%s)' % (c.address, c.status)
+                                   for c in busy))
+
+    def _check_parent_usable(self, above):
+        """``above``: this device's :meth:`ancestors`."""
+        for parent in above:
+            if parent.status not in _PARENT_OK:
+                raise exception.PciDeviceParentBusy(
+                    address=self.address, parent_addr=parent.address,
+                    status=parent.status, hopestatus=_PARENT_OK)
+
+    def claim(self, instance_uuid):
+        """``available`` -> ``claimed`` for ``instance_uuid``.
+
+        Every descendant must be free (they become ``unclaimable``), no
+        ancestor may be in use (the free ones become ``unclaimable``).
+        Returns ``(descendants, ancestors)`` (the relatives, walked once:
+        checking and setting change no link).
+        """
+        self._expect((Status.AVAILABLE,))
+        below, above = self.descendants(), self.ancestors()
+        if below:
+            self._check_children_free(below)
+        self._check_parent_usable(above)
+        for dev in below:
+            dev.status = Status.UNCLAIMABLE
+        for parent in above:
+            if parent.status == Status.AVAILABLE:
+                parent.status = Status.UNCLAIMABLE
+        self.status = Status.CLAIMED
+        self.instance_uuid = instance_uuid
+        return below, above
+
+    def allocate(self, instance_uuid):
+        """``available``/``claimed`` (by the same owner) -> ``allocated``;
+        descendants and ancestors become ``unavailable``."""
+        self._expect((Status.AVAILABLE, Status.CLAIMED))
+        if self.status == Status.CLAIMED:
+            self._check_owner(instance_uuid)
+        below, above = self.descendants(), self.ancestors()
+        self._check_children_free(below, tolerated=(Status.UNCLAIMABLE,))
+        self._check_parent_usable(above)
+        for dev in below + above:
+            dev.status = Status.UNAVAILABLE
+        self.status = Status.ALLOCATED
+        self.instance_uuid = instance_uuid
+
+    def free(self, instance_uuid=None):
+        """``claimed``/``allocated`` -> ``available``.
+
+        Returns every device that became available: this one, its
+        descendants, and each ancestor once nothing below it is in use
+        (an ancestor with only claims left below it is ``unclaimable``).
+        """
+        self._expect((Status.CLAIMED, Status.ALLOCATED))
+        self._check_owner(instance_uuid)
+        freed = [self]
+        self.status = Status.AVAILABLE
+        self.instance_uuid = None
+        self.request_id = None
+        below, above = self.descendants(), self.ancestors()
+        for dev in below:
+            dev.status = Status.AVAILABLE
+            freed.append(dev)
+        for parent in above:
+            status = parent.status
+            if status != Status.UNCLAIMABLE and status != Status.UNAVAILABLE:
+                continue
+            status = held_below(parent)
+            if status == Status.AVAILABLE:
+                freed.append(parent)
+            parent.status = status      # recorded as changed, even if same
+        return freed
+
+    def remove(self):
+        """A free device vanished from the host: -> ``removed``."""
+        self._expect((Status.AVAILABLE, Status.UNCLAIMABLE,
+                      Status.UNAVAILABLE))
+        if self.instance_uuid is not None:
+            raise exception.PciDeviceInvalidOwner(
+                address=self.address, owner=self.instance_uuid,
+                hopeowner=None)
+        self.status = Status.REMOVED
+        self.instance_uuid = None
+        self.request_id = None
+
+    def mark_deleted(self):
+        """A removed device was forgotten by the store: -> ``deleted``."""
+        self._expect((Status.REMOVED,))
+        self.status = Status.DELETED
+
+
+def held_below(parent):
+    """The status a free ``parent`` gets from its descendants in use: the
+    answer of ``{d.status for d in parent.descendants()}``, read in one
+    pass (each status once; a device met twice, or the parent itself
+    through a cycle of links, is free and changes nothing)."""
+    held = Status.AVAILABLE
+    todo = [parent]
+    seen = {id(parent)}
+    while todo:
+        for dev in todo.pop().child_devices:
+            status = dev.status
+            if status in _GONE:
+                continue
+            if status == Status.ALLOCATED:
+                return Status.UNAVAILABLE
+            if status == Status.CLAIMED:
+                held = Status.UNCLAIMABLE
+            if dev.child_devices and id(dev) not in seen:
+                seen.add(id(dev))
+                todo.append(dev)
+    return held
 
 
 @base.NovaPciMdevObjectRegistry.register

@@ -36,7 +36,7 @@ def derived_status(dev):
     """The status a free ``dev`` must have, given its relatives: any
     ancestor in use blocks it, else any descendant in use does (allocated
     before claimed). Links nest: PF -> mdev-capable VF -> slot."""
-    for relatives in (dev._ancestors(), dev._descendants()):
+    for relatives in (dev.ancestors(), dev.descendants()):
         statuses = {r.status for r in relatives}
         if Status.ALLOCATED in statuses:
             return Status.UNAVAILABLE
@@ -50,7 +50,7 @@ def family(devs):
     out = {}
     for dev in devs:
         out[dev.address] = dev
-        for relative in dev._ancestors() + dev._descendants():
+        for relative in dev.ancestors() + dev.descendants():
             out[relative.address] = relative
     return list(out.values())
 
@@ -59,53 +59,53 @@ class DeviceTable(object):
     """Devices by address with their tags, owners, links and changes."""
 
     def __init__(self):
-        self._devs = {}            # address -> PciDevice
-        self._tags = {}            # address -> device-spec tags
-        self._by_instance = {}     # instance uuid -> {address: None}
-        self._changed = {}         # address -> PciDevice, since pop_changes
-        self._deleted = set()      # addresses, since pop_changes
-        self._applied = {}         # address -> last record synced in
+        self.devs = {}            # address -> PciDevice
+        self.tags = {}            # address -> device-spec tags
+        self.by_instance = {}     # instance uuid -> {address: None}
+        self.changed = {}         # address -> PciDevice, since pop_changes
+        self.deleted = set()      # addresses, since pop_changes
+        self.applied = {}         # address -> last record synced in
 
     # -- read access -------------------------------------------------------
 
     @property
     def devices(self):
         """Read-only mapping address -> :class:`PciDevice`."""
-        return types.MappingProxyType(self._devs)
+        return types.MappingProxyType(self.devs)
 
     def devices_of(self, instance_uuid):
         """The devices ``instance_uuid`` holds.
 
         In the order it got them; after a reload, in the store's order.
         """
-        return [self._devs[address]
-                for address in self._by_instance.get(instance_uuid, ())]
+        return [self.devs[address]
+                for address in self.by_instance.get(instance_uuid, ())]
 
     def instances(self):
         """Uuids of the instances that hold at least one device."""
-        return list(self._by_instance)
+        return list(self.by_instance)
 
     def tags_of(self, dev):
         """The device-spec tags of a tracked device ({} if unknown)."""
-        return dict(self._tags.get(dev.address) or {})
+        return dict(self.tags.get(dev.address) or {})
 
     # -- changes for the store ---------------------------------------------
 
     def pop_changes(self):
         """``(changed devices, deleted addresses)`` since the last call."""
-        changed = [dev for address, dev in self._changed.items()
-                   if self._devs.get(address) is dev]
-        deleted = sorted(a for a in self._deleted if a not in self._devs)
-        self._changed = {}
-        self._deleted = set()
+        changed = [dev for address, dev in self.changed.items()
+                   if self.devs.get(address) is dev]
+        deleted = sorted(a for a in self.deleted if a not in self.devs)
+        self.changed = {}
+        self.deleted = set()
         return changed, deleted
 
     # -- bookkeeping ---------------------------------------------------------
 
-    def _touch(self, dev):
-        self._changed[dev.address] = dev
+    def touch(self, dev):
+        self.changed[dev.address] = dev
 
-    def _set_missing(self, dev, missing):
+    def set_missing(self, dev, missing):
         extra = dict(dev.extra_info)
         if missing:
             extra[extra_info.MISSING] = extra_info.TRUE
@@ -113,40 +113,40 @@ class DeviceTable(object):
             extra.pop(extra_info.MISSING, None)
             extra.pop(extra_info.LISTED_UNDER, None)
         dev.extra_info = extra
-        self._touch(dev)
+        self.touch(dev)
 
-    def _index_add(self, instance_uuid, address):
-        self._by_instance.setdefault(instance_uuid, {})[address] = None
+    def index_add(self, instance_uuid, address):
+        self.by_instance.setdefault(instance_uuid, {})[address] = None
 
-    def _index_discard(self, instance_uuid, address):
-        held = self._by_instance.get(instance_uuid)
+    def index_discard(self, instance_uuid, address):
+        held = self.by_instance.get(instance_uuid)
         if held is not None:
             held.pop(address, None)
             if not held:
-                del self._by_instance[instance_uuid]
+                del self.by_instance[instance_uuid]
 
-    def _relink(self):
+    def relink(self):
         """Rebuild every parent/child link in one pass (a device keeps
         its own list when it is already empty: every device has a list
         of its own, never shared)."""
-        for dev in self._devs.values():
+        for dev in self.devs.values():
             if dev.parent_device is not None:
                 dev.parent_device = None
             if dev.child_devices:
                 dev.child_devices = []
-        for dev in self._devs.values():
+        for dev in self.devs.values():
             # Children, and parents below a parent (an mdev-capable VF
             # under its PF: three levels).
             if dev.parent_addr is None or dev.parent_addr == dev.address:
                 continue
-            parent = self._devs.get(dev.parent_addr)
+            parent = self.devs.get(dev.parent_addr)
             if parent is not None and parent.is_parent:
                 dev.parent_device = parent
                 parent.child_devices.append(dev)
 
-    def _unlink_gone(self, gone):
+    def unlink_gone(self, gone):
         """Detach the forgotten devices ``gone`` from the devices still
-        tracked: the links :meth:`_relink` would give, at the cost of the
+        tracked: the links :meth:`relink` would give, at the cost of the
         parents and children of ``gone`` (each parent's list filtered
         once)."""
         ids = {id(dev) for dev in gone}
@@ -165,7 +165,7 @@ class DeviceTable(object):
             dev.parent_device = None
             dev.child_devices = []
 
-    def _normalise(self):
+    def normalise(self):
         """Give every free device the status its relatives imply; returns
         the devices whose status changed.
 
@@ -174,11 +174,11 @@ class DeviceTable(object):
         every other free device is simply made ``available``: linear, and
         cheap for the devices no instance is near.
         """
-        held = [dev for dev in self._devs.values()
+        held = [dev for dev in self.devs.values()
                 if dev.status in Status.BUSY]
         near = {dev.address: dev for dev in family(held)}
         changed = []
-        for dev in self._devs.values():
+        for dev in self.devs.values():
             status = dev.status
             if status == Status.AVAILABLE and dev.address not in near:
                 continue
@@ -188,6 +188,6 @@ class DeviceTable(object):
                    else Status.AVAILABLE)
             if new != status:
                 dev.status = new
-                self._touch(dev)
+                self.touch(dev)
                 changed.append(dev)
         return changed

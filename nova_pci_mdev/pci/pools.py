@@ -314,7 +314,7 @@ def restricted_to(pool):
 def ancestors(dev):
     """Parent, grandparent... of a device (one level for objects that only
     have ``parent_device``)."""
-    found = getattr(dev, '_ancestors', None)
+    found = getattr(dev, 'ancestors', None)
     if found is not None:
         return found()
     return [dev.parent_device] if dev.parent_device is not None else []
@@ -322,7 +322,7 @@ def ancestors(dev):
 
 def descendants(dev):
     """Children, grandchildren... of a device."""
-    found = getattr(dev, '_descendants', None)
+    found = getattr(dev, 'descendants', None)
     if found is not None:
         return found()
     return list(dev.child_devices or ())

@@ -7,7 +7,7 @@ An alias has Nova's keys (``name``, ``vendor_id``, ``product_id``,
 ``mdev-vf``. An alias with ``mdev_type`` and no ``device_type`` asks for a
 vGPU slot of that type, whatever carries it: an mdev (``mdev-vf``) or an
 NVIDIA vGPU VF (a ``type-VF`` whose vGPU type is chosen in sysfs, see
-:mod:`nova_pci_mdev.virt.libvirt.nvidia_vf`): its spec names no
+:mod:`nova_pci_mdev.virt.libvirt.nvidia.vf`): its spec names no
 ``dev_type`` (parent pools are only matched when asked for), and the alias
 counts as ``mdev-vf`` when same-name entries are compared. ``mdev_type``
 with ``device_type: type-VF`` asks for vGPU VFs only.

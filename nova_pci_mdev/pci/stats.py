@@ -56,7 +56,7 @@ _KEY_FIELDS = operator.attrgetter('vendor_id', 'product_id', 'dev_type',
                                   'mdev_type', 'numa_node')
 
 
-class PciDeviceStats(planner.Planner):
+class PciDeviceStats(object):
     """Pools of one host (see the module docstring for the invariants).
 
     ``tags_of(dev)`` returns the device-spec tags of a device, or None when
@@ -87,8 +87,13 @@ class PciDeviceStats(planner.Planner):
                 flat.pop('vendor_id', None), flat.pop('product_id', None),
                 flat.pop('dev_type', None), flat.pop('mdev_type', None),
                 flat.pop('numa_node', None), flat)
-            stats._pool(key).spare += count
+            stats.add_spare(key, count)
         return stats
+
+    def add_spare(self, key, count):
+        """``count`` more devices of pool ``key`` known by number only
+        (the scheduler's view: no device objects)."""
+        self._pool(key).spare += count
 
     def _pool(self, key):
         pool = self._pools.get(key)
@@ -235,6 +240,36 @@ class PciDeviceStats(planner.Planner):
 
     # -- the API -----------------------------------------------------------
 
+    def _view(self):
+        """What the planner reads of these pools."""
+        return planner.View(self._order, self._where, self._pools,
+                            self._creatable_key)
+
+    def _plan(self, requests, numa_cells):
+        return planner.plan(self._view(), requests, numa_policy.InstanceCells(
+            self.numa_topology, numa_cells))
+
+    def _commit(self, plan):
+        made = {}
+        for address, count in plan.new.items():
+            parent = self._pools[self._creatable_key[address]].creatable[
+                address][0]
+            # Reversed: pop() hands them out in sequence order.
+            made[address] = list(self._materialise(parent, count))[::-1]
+        where = self._where
+        for address in plan.blocked:
+            spot = where.get(address)
+            if spot is not None and spot[1] != pools.BUSY:
+                self._make_busy(address)
+        for key, n in plan.spare.items():
+            self._pools[key].spare -= n
+        picks = []
+        for request, dev in plan.picks:
+            if isinstance(dev, pools.NewSlot):
+                dev = made[dev.parent.address].pop()
+            picks.append((request, dev))
+        return picks
+
     def support_requests(self, requests, numa_cells=None):
         """Whether all ``requests`` fit together; changes nothing."""
         return self._plan(requests, numa_cells) is not None
@@ -282,13 +317,13 @@ class PciDeviceStats(planner.Planner):
         met = []
         lines = []
         for index, request in enumerate(requests):
-            got = self._plan_request(plan, request, numa)
+            got = planner.plan_request(self._view(), plan, request, numa)
             if got == request.count:
                 met.append(request)
                 continue
             plan = pools.Plan()
             for earlier in met:
-                self._plan_request(plan, earlier, numa)
+                planner.plan_request(self._view(), plan, earlier, numa)
             lines.append(self._explain_one(plan, index, request, numa, got))
         return lines
 

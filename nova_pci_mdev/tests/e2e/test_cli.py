@@ -7,47 +7,20 @@ test writes. State goes to a temporary directory.
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
-import fixtures
 import testtools
 
-SCRIPT = os.path.join(os.path.dirname(sys.executable), 'nova-pci-mdev')
-INSTANCE = '4b20d080-1b54-4048-85b3-a6a62d165c01'
-
-
-class CliFixture(fixtures.Fixture):
-    """Runs the console script with a private state directory."""
-
-    def _setUp(self):
-        self.tmp = self.useFixture(fixtures.TempDir()).path
-        self.state = os.path.join(self.tmp, 'state')
-
-    def run(self, *args, expect=0):
-        env = dict(os.environ, XDG_STATE_HOME=os.path.join(self.tmp, 'xdg'))
-        proc = subprocess.run([SCRIPT, '--state-dir', self.state] +
-                              list(args), capture_output=True, text=True,
-                              env=env, stdin=subprocess.DEVNULL, timeout=120)
-        if proc.returncode != expect:
-            raise AssertionError(
-                'nova-pci-mdev %s exited %d, expected %d\nstdout:\n%s\n'
-                'stderr:\n%s' % (' '.join(args), proc.returncode, expect,
-                                 proc.stdout, proc.stderr))
-        return proc
-
-    def json(self, *args):
-        return json.loads(self.run('--format', 'json', *args).stdout)
+from nova_pci_mdev.tests.fixtures import cli as cli_fixture
 
 
 class TestBundledHost(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.assertTrue(os.path.exists(SCRIPT),
-                        'console script not installed at %s' % SCRIPT)
-        self.cli = self.useFixture(CliFixture())
+        self.assertTrue(os.path.exists(cli_fixture.SCRIPT),
+                        'console script not installed at %s' % cli_fixture.SCRIPT)
+        self.cli = self.useFixture(cli_fixture.CliFixture())
 
     def test_devices_table_shows_the_sample_host(self):
         out = self.cli.run('devices').stdout
@@ -61,11 +34,11 @@ class TestBundledHost(testtools.TestCase):
         before = self.cli.json('pools')
         proc = self.cli.run('claim', '--extra-spec',
                             'pci_passthrough:alias=vGPU:1', '--instance',
-                            INSTANCE)
+                            cli_fixture.INSTANCE)
         self.assertIn("<hostdev mode=\"subsystem\" type=\"mdev\" "
                       "model=\"vfio-pci\">", proc.stdout)
         devices = self.cli.json('devices')
-        mine = [d for d in devices if d['instance_uuid'] == INSTANCE]
+        mine = [d for d in devices if d['instance_uuid'] == cli_fixture.INSTANCE]
         self.assertEqual(1, len(mine))
         self.assertEqual(('allocated', 'mdev-vf', 'nvidia-222', 1),
                          (mine[0]['status'], mine[0]['dev_type'],
@@ -82,7 +55,7 @@ class TestBundledHost(testtools.TestCase):
               if c['device_address'] == '0000:d8:00.0'][0]
         self.assertEqual(1, d8['inventories']['VGPU']['reserved'])
 
-        out = self.cli.run('release', '--instance', INSTANCE).stdout
+        out = self.cli.run('release', '--instance', cli_fixture.INSTANCE).stdout
         self.assertIn(mine[0]['address'], out)
         self.assertEqual(count(before), count(self.cli.json('pools')))
 
@@ -216,7 +189,7 @@ class TestOwnHost(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.cli = self.useFixture(CliFixture())
+        self.cli = self.useFixture(cli_fixture.CliFixture())
         gpus = ''.join(GPU % dict(bus=bus, bus_dec=int(bus, 16), node=node,
                                   avail=avail)
                        for bus, node, avail in (('84', 0, 2), ('85', 1, 1)))
@@ -276,7 +249,7 @@ class TestRestoreAfterReboot(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.cli = self.useFixture(CliFixture())
+        self.cli = self.useFixture(cli_fixture.CliFixture())
 
     def _mdevs(self):
         with open(os.path.join(self.cli.state, 'mdevs.json')) as f:
@@ -294,7 +267,7 @@ class TestRestoreAfterReboot(testtools.TestCase):
     def test_views_report_restore_recreates(self):
         claimed = self.cli.json('claim', '--extra-spec',
                                 'pci_passthrough:alias=vGPU:1',
-                                '--instance', INSTANCE)
+                                '--instance', cli_fixture.INSTANCE)
         uuid = claimed['devices'][0]['address']
         lost = self._reboot(uuid)
 
@@ -309,7 +282,7 @@ class TestRestoreAfterReboot(testtools.TestCase):
                          self.cli.run('restore').stdout)
         self.assertEqual(lost, self._mdevs()[uuid])  # same parent, type
         mine = [d for d in self.cli.json('devices')
-                if d['instance_uuid'] == INSTANCE]
+                if d['instance_uuid'] == cli_fixture.INSTANCE]
         self.assertEqual([(uuid, 'allocated')],
                          [(d['address'], d['status']) for d in mine])
         self.assertNotIn('is not on the host', self.cli.run('devices').stdout)

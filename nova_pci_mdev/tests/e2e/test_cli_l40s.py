@@ -13,9 +13,9 @@ import os
 import testtools
 
 from nova_pci_mdev import data
-from nova_pci_mdev.tests.e2e import test_cli
+from nova_pci_mdev.tests.fixtures import cli as cli_fixture
 
-INSTANCE = test_cli.INSTANCE
+INSTANCE = cli_fixture.INSTANCE
 FIRST_VF = '0000:41:00.4'
 
 
@@ -23,7 +23,7 @@ class TestL40sHost(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.cli = self.useFixture(test_cli.CliFixture())
+        self.cli = self.useFixture(cli_fixture.CliFixture())
 
     def run_cli(self, *args, expect=0, conf=data.L40S_NOVA_CONF):
         return self.cli.run('--connection', data.l40s_connection_uri(),

@@ -23,12 +23,12 @@ import re
 
 import testtools
 
-from nova_pci_mdev.tests.e2e import test_cli
+from nova_pci_mdev.tests.fixtures import cli as cli_fixture
 from nova_pci_mdev.tests.fixtures import libvirt_data
 
 HOST = libvirt_data.HOST
 LEFT_OUT = libvirt_data.LEFT_OUT
-INSTANCE = test_cli.INSTANCE
+INSTANCE = cli_fixture.INSTANCE
 NOVA_CONF = """[pci]
 device_spec = {"vendor_id": "8086"}
 alias = {"name": "foo", "vendor_id": "8086", "mdev_type": "foo1"}
@@ -43,7 +43,7 @@ class TestLibvirtTestData(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.cli = self.useFixture(test_cli.CliFixture())
+        self.cli = self.useFixture(cli_fixture.CliFixture())
         self.conf = os.path.join(self.cli.tmp, 'nova.conf')
         with open(self.conf, 'w') as handle:
             handle.write(NOVA_CONF)

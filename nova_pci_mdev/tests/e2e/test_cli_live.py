@@ -12,9 +12,9 @@ import os
 
 import testtools
 
-from nova_pci_mdev.tests.e2e import test_cli
+from nova_pci_mdev.tests.fixtures import cli as cli_fixture
 
-INSTANCE = test_cli.INSTANCE
+INSTANCE = cli_fixture.INSTANCE
 VGPU = 'pci_passthrough:alias=vGPU:1'
 
 
@@ -22,8 +22,8 @@ class LiveMoveCliTest(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.src = self.useFixture(test_cli.CliFixture())
-        self.dst = self.useFixture(test_cli.CliFixture())
+        self.src = self.useFixture(cli_fixture.CliFixture())
+        self.dst = self.useFixture(cli_fixture.CliFixture())
 
     def _document(self, **change):
         doc = self.src.json('live-move-source', '--instance', INSTANCE)

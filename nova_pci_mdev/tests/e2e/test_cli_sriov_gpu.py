@@ -10,10 +10,11 @@ after the PFs), as the Nova series reports them, not one per VF parent
 
 import testtools
 
-from nova_pci_mdev.tests.e2e import test_cli
+from benchmarks import placement_trees
+from nova_pci_mdev.tests.fixtures import cli as cli_fixture
 from nova_pci_mdev.tests.fixtures import sriov_gpu_host as gpu_host
 
-INSTANCE = test_cli.INSTANCE
+INSTANCE = cli_fixture.INSTANCE
 OTHER = '8d2f1b3c-1e4a-4b5c-9d6e-7f8091a2b3c4'
 WHOLE = '9e3a2c4d-2f5b-4c6d-8e7f-8091a2b3c4d5'
 
@@ -22,7 +23,7 @@ class TestSriovGpuHost(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.cli = self.useFixture(test_cli.CliFixture())
+        self.cli = self.useFixture(cli_fixture.CliFixture())
         self.uri, self.conf = gpu_host.write(self.cli.tmp)
 
     def run_cli(self, *args, expect=0, conf=None):
@@ -60,6 +61,35 @@ class TestSriovGpuHost(testtools.TestCase):
         self.assertIn('0000:41:00.0 (16 mdev parents)', table)
         self.assertNotIn('_pci_0000_41_00_4', table)
         self.assertEqual(8, table.count('CUSTOM_MDEV_TYPE_NVIDIA_699'))
+
+    def test_inventory_has_the_series_provider_model(self):
+        # The Nova series (patch 0009, PCI in Placement) reports this host
+        # as benchmarks/placement_trees builds it for the Placement
+        # benchmark, shape a, model per-GPU: one provider per PF with the
+        # units of all its VF parents. The library's inventory groups the
+        # same: the same GPUs, the same units each, the same type trait.
+        # Names and classes differ by design: the library shows the
+        # Placement path's (<node>_pci_<address>, VGPU), the series' PCI
+        # path names a provider <node>_<address> with CUSTOM_MDEV_<TYPE>.
+        shape = placement_trees.SHAPES['a']
+        rc = placement_trees.resource_class(shape.mdev_type)
+        type_trait = placement_trees.type_trait(shape.mdev_type)
+        series = {
+            p['name'].split('_', 1)[1].lower(): (
+                p['inventories'][rc]['total'],
+                [t for t in p['traits'] if t.startswith('CUSTOM_MDEV_')])
+            for p in placement_trees.host_tree(shape, 'per-GPU', 0)[1:]}
+        ours = {c['device_address']: (c['inventories']['VGPU']['total'],
+                                      c['traits'])
+                for c in self.json_cli('inventory')['children']}
+        self.assertEqual([type_trait], series[gpu_host.pf_address(0)][1])
+        self.assertEqual(series, ours)
+        self.assertEqual(8, len(ours))
+        # and not the model the series had first, one provider per VF
+        # parent (128 providers of one unit)
+        self.assertNotEqual(
+            len(placement_trees.host_tree(shape, 'per-parent', 0)) - 1,
+            len(ours))
 
     def test_resources_claim_takes_vf_parents_of_one_gpu(self):
         gpu_host.write(self.cli.tmp, gpus=2)     # the same files, smaller

@@ -16,7 +16,7 @@ import sys
 import fixtures
 import testtools
 
-from nova_pci_mdev import cli
+from nova_pci_mdev.cmd import cli
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))

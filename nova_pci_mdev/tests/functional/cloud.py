@@ -26,8 +26,8 @@ import uuid as uuid_lib
 import fixtures
 
 from nova_pci_mdev import conf as conf_mod
-from nova_pci_mdev import flavor as flavor_mod
 from nova_pci_mdev import objects
+from nova_pci_mdev.compute import flavor as flavor_mod
 from nova_pci_mdev.tests.fixtures import placement as placement_fixture
 from nova_pci_mdev.tests.functional import harness
 from nova_pci_mdev.tests.functional import scheduler

@@ -2,8 +2,9 @@
 
 A :class:`SimHost` is one compute host as the product code sees it: a
 libvirt connection, an mdev lifecycle backend, a SQLite store in the host's
-own state directory and a :class:`~nova_pci_mdev.compute.ComputeHost`
-built on them exactly as ``wiring.build_compute_host`` does. The host is
+own state directory and a :class:`~nova_pci_mdev.compute.host.ComputeHost`
+opened on them through the public API (:func:`nova_pci_mdev.
+open_compute_host`), as the CLI opens its hosts. The host is
 described once by a :class:`~..fixtures.fakelibvirt.FakeHost`
 builder and runs on one of two hypervisors:
 
@@ -19,7 +20,7 @@ builder and runs on one of two hypervisors:
     The real libvirt library: the FakeHost is written out as a host XML
     file for libvirt's ``test:///<file>`` driver plus the project's sidecar
     (NUMA cells, virtual parents), and opened through
-    :class:`~nova_pci_mdev.virt.libvirt.emulated.EmulatedHost`, whose
+    :class:`~nova_pci_mdev.virt.libvirt.emulated.host.EmulatedHost`, whose
     emulated backend keeps the mdevs (the test driver cannot create any).
 
 Lifecycle: :meth:`SimHost.start` (service start: new connection, new store
@@ -40,22 +41,21 @@ import os
 
 import libvirt
 
-from nova_pci_mdev import compute as compute_mod
-from nova_pci_mdev import store as store_mod
+import nova_pci_mdev
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.tests.fixtures import nvidia_sysfs
 from nova_pci_mdev.tests.fixtures import sysfs
 from nova_pci_mdev.virt.libvirt import config as vconfig
-from nova_pci_mdev.virt.libvirt import emulated
 from nova_pci_mdev.virt.libvirt import host as host_mod
-from nova_pci_mdev.virt.libvirt import mdev
-from nova_pci_mdev.virt.libvirt import mdev_sysfs
-from nova_pci_mdev.virt.libvirt import nvidia_sysfs as nvidia_sysfs_mod
-from nova_pci_mdev.virt.libvirt import vgpu_vfs
+from nova_pci_mdev.virt.libvirt.emulated import host as emulated
+from nova_pci_mdev.virt.libvirt.mdev import sysfs_backend as mdev_sysfs
+from nova_pci_mdev.virt.libvirt.nvidia import sysfs as nvidia_sysfs_mod
 
 FAKE = 'fake'
 TEST_DRIVER = 'libvirt-test'
+#: The URI a FAKE host stands for (its store's recorded connection).
+FAKE_URI = 'qemu:///system'
 HYPERVISORS = (FAKE, TEST_DRIVER)
 DevType = fields.PciDeviceType
 Status = fields.PciDeviceStatus
@@ -258,33 +258,32 @@ class SimHost(object):
         return self._compute
 
     def start(self):
-        """Start the compute service: a new ComputeHost on the same state."""
+        """Start the compute service: a new ComputeHost on the same state,
+        opened through the public API (:func:`nova_pci_mdev.
+        open_compute_host`) as the CLI opens its hosts."""
         if self.hypervisor == FAKE:
-            self._conn = self.fake.connect()
-            host = host_mod.Host(self._conn, nodename=self.name,
+            conn = self.fake.connect()
+            host = host_mod.Host(conn, nodename=self.name,
                                  libvirt=self.fake.libvirt)
-            backend = mdev_sysfs.SysfsBackend(self.tree.root,
-                                              writer=self.udev.write)
+            runs_on = nova_pci_mdev.Hypervisor(
+                host, mdev_sysfs.SysfsBackend(self.tree.root,
+                                              writer=self.udev.write),
+                self._vf_sysfs())
+            uri = FAKE_URI
         else:
-            self._conn = libvirt.open(self.uri)
-            sidecar = emulated.load_sidecar(emulated.sidecar_path(
-                self.uri[len('test://'):]))
-            host = emulated.EmulatedHost(self._conn, self.state_dir, sidecar,
-                                         nodename=self.name)
-            backend = host.backend
-        self._store = store_mod.SqliteStore(
-            os.path.join(self.state_dir, 'state.db'))
-        self._compute = compute_mod.ComputeHost(
-            host, self.settings, self._store, mdev.MdevManager(backend),
-            host.numa_topology(), vgpus=self._vgpus())
+            runs_on, uri = None, self.uri
+        self._compute = nova_pci_mdev.open_compute_host(
+            uri, self.state_dir, self.settings, runs_on)
+        self._conn = self._compute.host.connection
+        self._store = self._compute.store
         self.starts += 1
         return self._compute
 
-    def _vgpus(self):
+    def _vf_sysfs(self):
         if self.nv is None:
             return None
-        return vgpu_vfs.VgpuVfManager(nvidia_sysfs_mod.NvidiaVfSysfs(
-            self.nv.root, writer=self.nv.write))
+        return nvidia_sysfs_mod.NvidiaVfSysfs(self.nv.root,
+                                              writer=self.nv.write)
 
     def vgpu_types(self):
         """``{VF address: type id}`` the NVIDIA driver holds (its view)."""

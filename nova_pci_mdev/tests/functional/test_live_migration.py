@@ -27,7 +27,7 @@ import json
 import testscenarios
 
 from nova_pci_mdev import exception
-from nova_pci_mdev import live_move
+from nova_pci_mdev.compute import live_move
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.tests.fixtures import fakelibvirt as fake
 from nova_pci_mdev.tests.functional import base

@@ -20,8 +20,8 @@ from nova_pci_mdev import exception
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import pci_device
 from nova_pci_mdev.pci import placement
-from nova_pci_mdev.tests.fixtures import placement_client
 from nova_pci_mdev.tests.fixtures import placement as placement_fixture
+from nova_pci_mdev.tests.fixtures import placement_client
 
 ROOT = '3d5e7f90-1a2b-4c3d-8e4f-5a6b7c8d9e0f'
 NODE = 'host1'

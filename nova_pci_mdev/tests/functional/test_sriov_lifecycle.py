@@ -127,7 +127,7 @@ class DevicelessInstanceTest(base.ScenarioTestCase):
         self.assertEqual(('host1', ()), (inst.host, inst.devices))
         self.assertEqual(set(), {s for _t, s, _i in self.host1.state(
         ).values()} - {Status.AVAILABLE})
-        # compute.py: "an instance is recorded in the store iff it holds
+        # compute/host.py: "an instance is recorded in the store iff it holds
         # devices".
         self.assertEqual({}, self.host1.compute.snapshot().instances)
 

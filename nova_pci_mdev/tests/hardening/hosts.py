@@ -16,14 +16,14 @@ import errno as errno_mod
 import os
 import sqlite3
 
-from nova_pci_mdev import compute as compute_mod
-from nova_pci_mdev import flavor as flavor_mod
+from nova_pci_mdev.compute import flavor as flavor_mod
+from nova_pci_mdev.compute import host as compute_mod
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.tests.fixtures import fakelibvirt
 from nova_pci_mdev.virt.libvirt import host as host_mod
-from nova_pci_mdev.virt.libvirt import mdev
-from nova_pci_mdev.virt.libvirt import mdev_libvirt
-from nova_pci_mdev.virt.libvirt import mdev_sysfs
+from nova_pci_mdev.virt.libvirt.mdev import libvirt_backend as mdev_libvirt
+from nova_pci_mdev.virt.libvirt.mdev import lifecycle as mdev
+from nova_pci_mdev.virt.libvirt.mdev import sysfs_backend as mdev_sysfs
 
 Status = fields.PciDeviceStatus
 DevType = fields.PciDeviceType

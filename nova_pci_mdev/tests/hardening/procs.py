@@ -17,7 +17,6 @@ the planned point is reached, the child reports it on its channel and
 blocks until the parent kills it with SIGKILL.
 """
 
-import argparse
 import collections
 import contextlib
 import json
@@ -28,26 +27,21 @@ import traceback
 
 import libvirt
 
-from nova_pci_mdev import cli
-from nova_pci_mdev import compute as compute_mod
+import nova_pci_mdev
 from nova_pci_mdev import data
-from nova_pci_mdev.virt.libvirt import mdev
+from nova_pci_mdev.compute import host as compute_mod
+from nova_pci_mdev.virt.libvirt.mdev import lifecycle as mdev
 
 #: How long a test waits for a child's next message before failing.
 TIMEOUT = 120.0
 
 
-def cli_args(state_dir):
-    return argparse.Namespace(connection=data.sample_connection_uri(),
-                              config_file=[data.SAMPLE_NOVA_CONF],
-                              state_dir=state_dir, format='json')
-
-
 def cli_compute(state_dir):
-    """A ComputeHost wired exactly as the CLI wires the bundled host."""
-    cli._register_objects()
-    args = cli_args(state_dir)
-    return cli.build_compute_host(args, cli.load_settings(args))
+    """The bundled host's ComputeHost, opened through the public API
+    (:func:`nova_pci_mdev.open_compute_host`) as the CLI opens it."""
+    return nova_pci_mdev.open_compute_host(
+        data.sample_connection_uri(), state_dir,
+        nova_pci_mdev.load_settings([data.SAMPLE_NOVA_CONF]))
 
 
 def close(compute):

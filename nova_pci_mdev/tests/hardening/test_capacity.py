@@ -22,8 +22,8 @@ import sqlite3
 
 import fixtures
 
-from nova_pci_mdev import cli
 from nova_pci_mdev import data
+from nova_pci_mdev.cmd import cli
 from nova_pci_mdev.tests.hardening import recorder
 
 #: (parent, exposed type, its count in the sample host's XML): the first

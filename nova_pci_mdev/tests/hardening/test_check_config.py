@@ -12,7 +12,7 @@ import os
 
 import fixtures
 
-from nova_pci_mdev import cli
+from nova_pci_mdev.cmd import cli
 from nova_pci_mdev.tests.hardening import recorder
 
 BASE = """

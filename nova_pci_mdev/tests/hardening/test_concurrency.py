@@ -20,7 +20,6 @@ Light (normal suite): 8 x 25 operations; ``hardening`` env: 8 x 125 =
 """
 
 import collections
-import fcntl
 import json
 import os
 import random
@@ -30,14 +29,14 @@ import fixtures
 from testtools import content
 
 from nova_pci_mdev import exception
-from nova_pci_mdev import flavor as flavor_mod
+from nova_pci_mdev.compute import flavor as flavor_mod
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.pci import capacity
+from nova_pci_mdev.tests.fixtures import ledger as ledger_mod
 from nova_pci_mdev.tests.hardening import hosts
 from nova_pci_mdev.tests.hardening import procs
 from nova_pci_mdev.tests.hardening import recorder
 
-DevType = fields.PciDeviceType
 Status = fields.PciDeviceStatus
 WORKERS = 8
 #: Requests on the bundled host (nova.conf aliases and resources).
@@ -52,76 +51,12 @@ REQUESTS = (
     {'resources:VGPU': '1'},
     {'resources:CUSTOM_MLX5': '1', 'pci_passthrough:alias': 'nic-vf:1'},
 )
-PARENT_TYPES = (DevType.MDEV_PF, DevType.SRIOV_PF)
-
-
-class Ledger(object):
-    """Who holds what, kept beside the product (see module docstring)."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def _locked(self, change):
-        fd = os.open(self.path + '.lock', os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                with open(self.path) as handle:
-                    book = json.load(handle)
-            except FileNotFoundError:
-                book = {}
-            result = change(book)
-            with open(self.path + '.tmp', 'w') as handle:
-                json.dump(book, handle)
-            os.replace(self.path + '.tmp', self.path)
-            return result
-        finally:
-            os.close(fd)
-
-    def take(self, instance, devices):
-        """Record ``devices``; returns the conflicts found (none is good)."""
-        def change(book):
-            conflicts = []
-            whole = {a for a, e in book.items() if e[2] in PARENT_TYPES}
-            children_of = collections.Counter(e[1] for e in book.values()
-                                              if e[1])
-            for dev in devices:
-                if dev['address'] in book:
-                    conflicts.append('%s held by %s and %s' % (
-                        dev['address'], book[dev['address']][0], instance))
-                if dev['parent_addr'] in whole:
-                    conflicts.append('%s taken while its parent %s is held '
-                                     'whole' % (dev['address'],
-                                                dev['parent_addr']))
-                if (dev['dev_type'] in PARENT_TYPES
-                        and children_of[dev['address']]):
-                    conflicts.append('%s taken whole while its children are '
-                                     'held' % dev['address'])
-            for dev in devices:
-                book[dev['address']] = [instance, dev['parent_addr'],
-                                        dev['dev_type']]
-            return conflicts
-        return self._locked(change)
-
-    def give_back(self, instance):
-        def change(book):
-            for address in [a for a, e in book.items() if e[0] == instance]:
-                del book[address]
-        self._locked(change)
-
-    def holdings(self):
-        def read(book):
-            out = {}
-            for address, entry in book.items():
-                out.setdefault(entry[0], []).append(address)
-            return {k: sorted(v) for k, v in out.items()}
-        return self._locked(read)
 
 
 def worker(channel, state_dir, ledger_path, number, operations, max_held):
     """One process: ``operations`` claims and releases (module docstring)."""
     rnd = random.Random(number)
-    ledger = Ledger(ledger_path)
+    ledger = ledger_mod.Ledger(ledger_path)
     counts = collections.Counter()
     for attempt in range(10):
         try:
@@ -187,7 +122,7 @@ class ConcurrencyTest(recorder.HardeningTestCase):
             state_dir = os.path.join(tmp, 'state')
             logs = os.path.join(tmp, 'logs')
             os.mkdir(logs)
-            ledger = Ledger(os.path.join(tmp, 'ledger.json'))
+            ledger = ledger_mod.Ledger(os.path.join(tmp, 'ledger.json'))
             compute = procs.cli_compute(state_dir)
             capacity = self._capacity(compute)
             procs.close(compute)
@@ -231,7 +166,7 @@ class ConcurrencyTest(recorder.HardeningTestCase):
             mdevs = compute.mdevs.backend.list()
             for dev in compute.snapshot().devices:
                 if (dev.status == Status.ALLOCATED
-                        and dev.dev_type == DevType.MDEV_VF):
+                        and dev.dev_type == ledger_mod.DevType.MDEV_VF):
                     self.assertIn(dev.address, mdevs)
             self.assertEqual([], hosts.unusable_mdevs(compute, mdevs))
             for instance in in_store:

@@ -17,8 +17,8 @@ import os
 
 import fixtures
 
-from nova_pci_mdev import cli
 from nova_pci_mdev import data
+from nova_pci_mdev.cmd import cli
 from nova_pci_mdev.tests.fixtures import output
 from nova_pci_mdev.tests.hardening import recorder
 from nova_pci_mdev.virt.libvirt import uris

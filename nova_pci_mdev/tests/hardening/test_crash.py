@@ -23,7 +23,7 @@ import os
 
 import fixtures
 
-from nova_pci_mdev import flavor as flavor_mod
+from nova_pci_mdev.compute import flavor as flavor_mod
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.tests.hardening import hosts

@@ -20,7 +20,7 @@ import sqlite3
 import fixtures
 
 from nova_pci_mdev import exception
-from nova_pci_mdev import store as store_mod
+from nova_pci_mdev.store import sqlite as store_mod
 from nova_pci_mdev.tests.fixtures import compute as compute_fixture
 from nova_pci_mdev.tests.fixtures import fakelibvirt
 from nova_pci_mdev.tests.functional import worlds

@@ -19,12 +19,13 @@ from hypothesis import assume
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nova_pci_mdev import cli
 from nova_pci_mdev import conf
 from nova_pci_mdev import data
 from nova_pci_mdev import exception
-from nova_pci_mdev import flavor
 from nova_pci_mdev import names
+from nova_pci_mdev.cmd import cli
+from nova_pci_mdev.cmd import common
+from nova_pci_mdev.compute import flavor
 from nova_pci_mdev.pci import request
 from nova_pci_mdev.pci import whitelist
 from nova_pci_mdev.tests.hardening import recorder
@@ -508,7 +509,7 @@ class MdevGroupFuzzTest(recorder.HardeningTestCase, ConfigFuzzMixin):
             code = cli.main(['--config-file', path, '--state-dir',
                              os.path.join(self.tmp, 'state'), 'check-config'],
                             out=io.StringIO(), err=err)
-            self.assertEqual(cli.EXIT_INVALID, code)
+            self.assertEqual(common.EXIT_INVALID, code)
 
 
 class SampleConfigStillCleanTest(recorder.HardeningTestCase):

@@ -18,13 +18,13 @@ import libvirt
 from nova_pci_mdev import data
 from nova_pci_mdev import exception
 from nova_pci_mdev import names
-from nova_pci_mdev import store as store_mod
+from nova_pci_mdev.store import sqlite as store_mod
+from nova_pci_mdev.tests.fixtures import node_device_xml as fx
 from nova_pci_mdev.tests.hardening import recorder
 from nova_pci_mdev.tests.hardening import strategies as hs
-from nova_pci_mdev.tests.hardening import test_fuzz_xml as fx
 from nova_pci_mdev.virt.libvirt import capabilities
-from nova_pci_mdev.virt.libvirt import emulated
-from nova_pci_mdev.virt.libvirt import mdev_emulated
+from nova_pci_mdev.virt.libvirt.emulated import host as emulated
+from nova_pci_mdev.virt.libvirt.emulated import mdevs as mdev_emulated
 
 UUID = fx.UUID
 node_device_xml = fx.node_device_xml

@@ -24,19 +24,18 @@ from nova_pci_mdev import exception
 from nova_pci_mdev import names
 from nova_pci_mdev import objects
 from nova_pci_mdev.pci import manager
-from nova_pci_mdev.tests.fixtures import fakelibvirt
+from nova_pci_mdev.tests.fixtures import node_device_xml as fx
 from nova_pci_mdev.tests.hardening import recorder
 from nova_pci_mdev.tests.hardening import strategies as hs
 from nova_pci_mdev.virt.libvirt import capabilities
 from nova_pci_mdev.virt.libvirt import config as vconfig
-from nova_pci_mdev.virt.libvirt import emulated
 from nova_pci_mdev.virt.libvirt import host as host_mod
 from nova_pci_mdev.virt.libvirt import nodedev
+from nova_pci_mdev.virt.libvirt.emulated import host as emulated
 
 objects.register_all()
 libvirt.registerErrorHandler(lambda *args: None, None)
 
-UUID = '4b20d080-1b54-4048-85b3-a6a62d165c01'
 NOVA_CONF = """
 [pci]
 device_spec = {"vendor_id": "10de"}
@@ -61,122 +60,6 @@ def listing(host):
     if left_out:
         raise left_out[0]
     return found
-
-
-def one_of_valid(valid, hostile=hs.xml_value):
-    """Mostly plausible values (so parsing goes deep), sometimes hostile."""
-    return st.one_of(st.sampled_from(valid), st.sampled_from(valid),
-                     hostile)
-
-
-def number(valid):
-    """A numeric field: plausible, or a hostile number, or hostile text."""
-    return st.one_of(st.sampled_from(valid), hs.number_text, hs.xml_value)
-
-
-def _mdev_types_xml(types, nested):
-    body = ''.join(
-        "<type id='%s'>%s<deviceAPI>%s</deviceAPI>"
-        '<availableInstances>%s</availableInstances></type>' % t
-        for t in types)
-    cap = "<capability type='mdev_types'>%s</capability>" % body
-    return ("<capability type='mdev_types'>%s</capability>" % cap
-            if nested else cap)
-
-
-type_tuple = st.tuples(
-    one_of_valid(['nvidia-35', 'nvidia-36', 'mtty-1', 'i915-GVTg_V5_4']),
-    st.one_of(st.just(''), one_of_valid(['GRID T4-1B']).map(
-        lambda n: '<name>%s</name>' % n)),
-    one_of_valid(['vfio-pci']),
-    number(['0', '4', '16', '0x10', ' 3 ']))
-
-pci_number = number(['0', '132', '31', '7', '0x84', '255'])
-address_attr = st.tuples(*[number(v) for v in (
-    ['0x0000'], ['0x81', '0x84'], ['0x00', '0x02', '0x1f'], ['0x0', '0x7'])])
-
-
-def _address_xml(parts):
-    return ("<address domain='%s' bus='%s' slot='%s' function='%s'/>"
-            % parts)
-
-
-pci_device_xml = st.builds(
-    lambda name, d, b, s, f, pid, vid, numa, vfs, pf, types, nested:
-    ('<device><name>%s</name><parent>computer</parent>'
-     "<capability type='pci'><domain>%s</domain><bus>%s</bus>"
-     '<slot>%s</slot><function>%s</function>'
-     "<product id='%s'/><vendor id='%s'/>%s%s%s%s</capability></device>"
-     % (name, d, b, s, f, pid, vid,
-        "<numa node='%s'/>" % numa if numa is not None else '',
-        "<capability type='virt_functions'>%s</capability>"
-        % ''.join(map(_address_xml, vfs)) if vfs is not None else '',
-        "<capability type='phys_function'>%s</capability>"
-        % _address_xml(pf) if pf is not None else '',
-        _mdev_types_xml(types, nested) if types else '')),
-    one_of_valid(['pci_0000_84_00_0', 'pci_0000_81_00_0', 'x']),
-    pci_number, pci_number, pci_number, pci_number,
-    one_of_valid(['0x1eb8', '0x154c', '1EB8']),
-    one_of_valid(['0x10de', '0x8086']),
-    st.none() | number(['0', '1', '-1']),
-    st.none() | st.lists(address_attr, max_size=3),
-    st.none() | address_attr,
-    st.lists(type_tuple, max_size=3),
-    st.booleans())
-
-virtual_parent_xml = st.builds(
-    lambda name, path, types, nested:
-    '<device><name>%s</name>%s<parent>computer</parent>%s</device>'
-    % (name, '<path>%s</path>' % path if path is not None else '',
-       _mdev_types_xml(types, nested)),
-    one_of_valid(['mtty', 'mdpy']),
-    st.none() | one_of_valid(['/sys/devices/virtual/mtty/mtty',
-                              '/sys/devices/virtual/mtty/..', '/']),
-    st.lists(type_tuple, max_size=3), st.booleans())
-
-mdev_xml = st.builds(
-    lambda name, parent, type_id, uuid, parent_addr, group:
-    "<device><name>%s</name><parent>%s</parent><capability type='mdev'>"
-    "<type id='%s'/>%s%s%s</capability></device>"
-    % (name, parent, type_id,
-       '<uuid>%s</uuid>' % uuid if uuid is not None else '',
-       '<parent_addr>%s</parent_addr>' % parent_addr
-       if parent_addr is not None else '',
-       "<iommuGroup number='%s'/>" % group if group is not None else ''),
-    one_of_valid(['mdev_' + UUID.replace('-', '_'),
-                  'mdev_%s_0000_84_00_0' % UUID.replace('-', '_'), 'mdev_x']),
-    one_of_valid(['pci_0000_84_00_0', 'mtty', 'pci_0000_99_00_0']),
-    one_of_valid(['nvidia-35', 'mtty-1', 'nvidia-36']),
-    st.none() | one_of_valid([UUID, UUID.upper()]),
-    st.none() | one_of_valid(['0000:84:00.0', 'mtty']),
-    st.none() | number(['13']))
-
-
-def _mutations(text):
-    """Byte-level damage to a valid document: cut, repeat or insert."""
-    return st.one_of(
-        st.tuples(st.integers(0, len(text)), st.integers(0, len(text))).map(
-            lambda ab: text[:min(ab)] + text[max(ab):]),
-        st.tuples(st.integers(0, len(text)), st.integers(0, len(text))).map(
-            lambda ab: text[:max(ab)] + text[min(ab):]),
-        st.tuples(st.integers(0, len(text)), hs.encodable_text).map(
-            lambda it: text[:it[0]] + it[1] + text[it[0]:]))
-
-
-def _fake_host_xmls():
-    fake = (fakelibvirt.FakeHost('fuzz', cells=2)
-            .add_mdev_parent('0000:84:00.0', numa_node=1,
-                             types={'nvidia-35': 4, 'nvidia-36': 2})
-            .add_virtual_parent('mtty', types={'mtty-1': 2})
-            .add_sriov_pf('0000:81:00.0', num_vfs=2, numa_node=0)
-            .add_mdev(UUID, '0000:84:00.0', 'nvidia-35'))
-    return fake, [fake.device_xml(d) for d in fake.devices.values()]
-
-
-FAKE, VALID_XMLS = _fake_host_xmls()
-mutated_xml = st.sampled_from(VALID_XMLS).flatmap(_mutations)
-node_device_xml = st.one_of(pci_device_xml, virtual_parent_xml, mdev_xml,
-                            mutated_xml, hs.encodable_text)
 
 
 class _StubDevice(object):
@@ -207,7 +90,7 @@ class StubConnection(object):
         return 'fuzz-host'
 
     def getCapabilities(self):  # noqa: N802
-        return FAKE.capabilities_xml()
+        return fx.FAKE.capabilities_xml()
 
 
 class NodeDeviceFuzzTest(recorder.HardeningTestCase):
@@ -246,7 +129,7 @@ class NodeDeviceFuzzTest(recorder.HardeningTestCase):
                          'NodeDeviceXMLInvalid naming the device') as row:
 
             @recorder.examples(200, 3000)
-            @given(node_device_xml)
+            @given(fx.node_device_xml)
             def check(xml):
                 row.cases += 1
                 try:
@@ -267,8 +150,8 @@ class NodeDeviceFuzzTest(recorder.HardeningTestCase):
             settings = conf.load_settings(self._conf())
 
             @recorder.examples(60, 800)
-            @given(st.lists(node_device_xml, max_size=5).map(
-                lambda extra: VALID_XMLS + extra))
+            @given(st.lists(fx.node_device_xml, max_size=5).map(
+                lambda extra: fx.VALID_XMLS + extra))
             def check(xmls):
                 row.cases += 1
                 host = host_mod.Host(StubConnection(xmls), 'fuzz-host')
@@ -306,16 +189,16 @@ cell_xml = st.builds(
     "<cell id='%s'><memory unit='%s'>%s</memory><cpus num='%d'>%s</cpus>"
     '</cell>' % (cid, unit, mem, len(cpus), ''.join(
         "<cpu id='%s' socket_id='%s'/>" % c for c in cpus)),
-    number(['0', '1', '2']), one_of_valid(['KiB', 'GiB', 'b', 'TB']),
-    number(['16777216', '0', '1']),
-    st.lists(st.tuples(number(['0', '1', '7']), number(['0', '1'])),
+    fx.number(['0', '1', '2']), fx.one_of_valid(['KiB', 'GiB', 'b', 'TB']),
+    fx.number(['16777216', '0', '1']),
+    st.lists(st.tuples(fx.number(['0', '1', '7']), fx.number(['0', '1'])),
              max_size=3))
 capabilities_xml = st.one_of(
     st.lists(cell_xml, max_size=3).map(
         lambda cells: '<capabilities><host><topology><cells num="%d">%s'
         '</cells></topology></host></capabilities>'
         % (len(cells), ''.join(cells))),
-    st.just(FAKE.capabilities_xml()).flatmap(_mutations),
+    st.just(fx.FAKE.capabilities_xml()).flatmap(fx._mutations),
     hs.encodable_text)
 
 
@@ -366,21 +249,21 @@ hostdev_xml = st.one_of(
               "<hostdev mode='subsystem' type='mdev' model='%s' "
               "display='%s'><source><address uuid='%s'/></source></hostdev>"
               % (model, display, uuid),
-              one_of_valid([UUID]), one_of_valid(['vfio-pci']),
-              one_of_valid(['on', 'off'])),
+              fx.one_of_valid([fx.UUID]), fx.one_of_valid(['vfio-pci']),
+              fx.one_of_valid(['on', 'off'])),
     st.builds(lambda parts, managed:
               "<hostdev mode='subsystem' type='pci' managed='%s'><source>"
-              '%s</source></hostdev>' % (managed, _address_xml(parts)),
-              address_attr, one_of_valid(['yes', 'no'])),
-    one_of_valid(["<interface type='network'/>"]))
+              '%s</source></hostdev>' % (managed, fx._address_xml(parts)),
+              fx.address_attr, fx.one_of_valid(['yes', 'no'])),
+    fx.one_of_valid(["<interface type='network'/>"]))
 guest_xml = st.one_of(
     st.builds(lambda name, mem, unit, vcpu, devs:
               "<domain type='kvm'><name>%s</name><memory unit='%s'>%s"
               '</memory><vcpu>%s</vcpu><os><type>hvm</type></os>'
               '<devices>%s</devices></domain>'
               % (name, unit, mem, vcpu, ''.join(devs)),
-              one_of_valid(['instance-1']), number(['524288', '0x10']),
-              one_of_valid(['KiB', 'G']), number(['1', '4']),
+              fx.one_of_valid(['instance-1']), fx.number(['524288', '0x10']),
+              fx.one_of_valid(['KiB', 'G']), fx.number(['1', '4']),
               st.lists(hostdev_xml, max_size=3)),
     hs.encodable_text)
 

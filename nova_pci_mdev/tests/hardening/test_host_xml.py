@@ -19,8 +19,8 @@ import shutil
 
 import fixtures
 
-from nova_pci_mdev import cli
 from nova_pci_mdev import data
+from nova_pci_mdev.cmd import cli
 from nova_pci_mdev.tests.hardening import recorder
 
 EXISTING = 'c4a0c2a6-3b4f-4d5e-9a43-2b8b5c7e0d11'     # on 0000:d8:00.0

@@ -20,10 +20,10 @@ import shutil
 
 import fixtures
 
-from nova_pci_mdev import cli
 from nova_pci_mdev import data
 from nova_pci_mdev import exception
 from nova_pci_mdev import input_files
+from nova_pci_mdev.cmd import cli
 from nova_pci_mdev.tests.fixtures import fifos
 from nova_pci_mdev.tests.hardening import recorder
 from nova_pci_mdev.virt.libvirt import config

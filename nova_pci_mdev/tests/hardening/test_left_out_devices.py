@@ -19,8 +19,8 @@ import shutil
 
 import fixtures
 
-from nova_pci_mdev import cli
 from nova_pci_mdev import data
+from nova_pci_mdev.cmd import cli
 from nova_pci_mdev.tests.fixtures import libvirt_data
 from nova_pci_mdev.tests.hardening import recorder
 from nova_pci_mdev.virt.libvirt import nodedev

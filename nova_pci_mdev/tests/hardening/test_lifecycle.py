@@ -26,9 +26,9 @@ import os
 import fixtures
 import testscenarios
 
-from nova_pci_mdev import cli
 from nova_pci_mdev import conf
 from nova_pci_mdev import exception
+from nova_pci_mdev.cmd import cli
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.tests.fixtures import compute as compute_fixture

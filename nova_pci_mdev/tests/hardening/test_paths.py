@@ -16,20 +16,20 @@ import fixtures
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nova_pci_mdev import cli
 from nova_pci_mdev import exception
 from nova_pci_mdev import names
+from nova_pci_mdev.cmd import cli
 from nova_pci_mdev.tests.fixtures import fakelibvirt
 from nova_pci_mdev.tests.fixtures import sysfs
 from nova_pci_mdev.tests.hardening import recorder
 from nova_pci_mdev.tests.hardening import strategies as hs
 from nova_pci_mdev.virt.libvirt import config as vconfig
-from nova_pci_mdev.virt.libvirt import mdev
-from nova_pci_mdev.virt.libvirt import mdev_emulated
-from nova_pci_mdev.virt.libvirt import mdev_libvirt
-from nova_pci_mdev.virt.libvirt import mdev_sysfs
 from nova_pci_mdev.virt.libvirt import nodenames
 from nova_pci_mdev.virt.libvirt import slots
+from nova_pci_mdev.virt.libvirt.emulated import mdevs as mdev_emulated
+from nova_pci_mdev.virt.libvirt.mdev import libvirt_backend as mdev_libvirt
+from nova_pci_mdev.virt.libvirt.mdev import lifecycle as mdev
+from nova_pci_mdev.virt.libvirt.mdev import sysfs_backend as mdev_sysfs
 
 GOOD_UUID = '4b20d080-1b54-4048-85b3-a6a62d165c01'
 TRAP_UUID = '0badc0de-0000-4000-8000-000000000001'

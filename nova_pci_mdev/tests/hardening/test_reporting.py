@@ -6,9 +6,9 @@ import os
 import fixtures
 import testtools
 
+from nova_pci_mdev.tests.fixtures import ledger as ledger_mod
 from nova_pci_mdev.tests.hardening import recorder
 from nova_pci_mdev.tests.hardening import render
-from nova_pci_mdev.tests.hardening import test_concurrency
 
 
 class RecorderTest(testtools.TestCase):
@@ -95,7 +95,7 @@ class LedgerTest(testtools.TestCase):
 
     def test_conflicts(self):
         path = self.useFixture(fixtures.TempDir()).join('ledger.json')
-        ledger = test_concurrency.Ledger(path)
+        ledger = ledger_mod.Ledger(path)
         slot = {'address': 'u1', 'parent_addr': 'gpu', 'dev_type': 'mdev-vf'}
         gpu = {'address': 'gpu', 'parent_addr': None, 'dev_type': 'mdev-pf'}
         self.assertEqual([], ledger.take('i1', [slot]))

@@ -28,12 +28,12 @@ import fixtures
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nova_pci_mdev import cli
 from nova_pci_mdev import data
 from nova_pci_mdev import exception
-from nova_pci_mdev import flavor as flavor_mod
 from nova_pci_mdev import input_files
-from nova_pci_mdev import store as store_mod
+from nova_pci_mdev.cmd import cli
+from nova_pci_mdev.compute import flavor as flavor_mod
+from nova_pci_mdev.store import sqlite as store_mod
 from nova_pci_mdev.tests.fixtures import fifos
 from nova_pci_mdev.tests.fixtures import statedir
 from nova_pci_mdev.tests.hardening import hosts

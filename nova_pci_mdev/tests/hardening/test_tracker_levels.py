@@ -11,8 +11,8 @@ of its VF parents was in use.
 
 from hypothesis import stateful
 
+from nova_pci_mdev.tests.fixtures import three_levels
 from nova_pci_mdev.tests.hardening import recorder
-from nova_pci_mdev.tests.unit.pci import test_three_levels
 
 
 class TrackerLevelsTest(recorder.HardeningTestCase):
@@ -26,7 +26,7 @@ class TrackerLevelsTest(recorder.HardeningTestCase):
                          'neither its VF parent nor its PF in use; statuses '
                          'and pools follow; freeing restores everything'
                          ) as row:
-            machine = test_three_levels.ThreeLevelMachine
+            machine = three_levels.ThreeLevelMachine
 
             class Counted(machine):
                 def __init__(self):

@@ -18,11 +18,11 @@ import fixtures
 import hypothesis
 from hypothesis import strategies as st
 
-from nova_pci_mdev import cli
+from nova_pci_mdev.cmd import cli
+from nova_pci_mdev.tests.fixtures import claim_counts as counts
 from nova_pci_mdev.tests.fixtures import placement as placement_fixture
-from nova_pci_mdev.tests.functional import test_placement_traits as traits
+from nova_pci_mdev.tests.fixtures import placement_traits as traits
 from nova_pci_mdev.tests.hardening import recorder
-from nova_pci_mdev.tests.unit.pci import test_claim_counts as counts
 from nova_pci_mdev.tests.unit.virt.libvirt import nodedev_xml as X
 
 INSTANCE = '7e1a0b2c-0d3f-4a5b-8c6d-9e0f1a2b3c4d'

@@ -22,12 +22,12 @@ BLOCK_TIMEOUT = 30
 
 def _backend(kind):
     if kind == 'sysfs':
-        from nova_pci_mdev.virt.libvirt import mdev_sysfs
-        return mdev_sysfs.SysfsBackend('/')
+        from nova_pci_mdev.virt.libvirt.mdev import sysfs_backend
+        return sysfs_backend.SysfsBackend('/')
     import libvirt
-    from nova_pci_mdev.virt.libvirt import mdev_libvirt
+    from nova_pci_mdev.virt.libvirt.mdev import libvirt_backend
     libvirt.registerErrorHandler(lambda *a: None, None)
-    return mdev_libvirt.LibvirtNodeDeviceBackend(libvirt.open(guest.URI))
+    return libvirt_backend.LibvirtNodeDeviceBackend(libvirt.open(guest.URI))
 
 
 def child_main(argv):

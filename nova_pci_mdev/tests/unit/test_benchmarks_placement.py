@@ -216,3 +216,117 @@ class PlanTest(testtools.TestCase):
             (False, False),
             {(row[0], row[1]): (row[6], row[7]) for row in report.verdicts(
                 {'cases': cases})}[('main', 'per-GPU')])
+
+    def test_a_query_not_sent_fails_its_row_and_says_why(self):
+        work = {'products': 65536, 'partials': 0, 'comparisons': 32576334,
+                'kept': 65536, 'candidates': 1000}
+        runs = [{'status': 'not sent', 'work': work, 'estimate': 235.6}]
+        self.assertEqual('not sent: 65,536 products, ≥ 32,576,334 '
+                         'comparisons (est. 236 s)', report.brief(runs))
+        cases = [_case('main', shape, 'per-GPU', 8) for shape in 'abc']
+        cases[1]['runs'] = runs
+        rows = {(row[0], row[1]): row for row in report.verdicts(
+            {'cases': cases})}
+        self.assertEqual((False, False), rows[('main', 'per-GPU')][6:8])
+        self.assertEqual(['not sent', 'not sent'],
+                         rows[('main', 'per-GPU')][4])
+        # the main table gives the work, and what the query did when it
+        # was sent on 2026-12-02
+        cases[1].update(policy='default', settings='defaults')
+        table = '\n'.join(report.main_table({'cases': cases}))
+        self.assertIn('| b | 1 | per-GPU (= per-parent) | 8 | unset → none '
+                      '| defaults | 65,536 | **not sent**: 65,536 products, '
+                      '≥ 32,576,334 comparisons (est. 236 s); 2026-12-02: '
+                      'timeout, 35.0 s CPU | - | - | - | 0 |', table)
+
+
+class WorkTest(testtools.TestCase):
+    """What benchmarks/placement_work.py counts, on cases whose counts
+    follow from the tree by hand (the functional test
+    test_placement_work compares the counts with a profiled Placement)."""
+
+    def work(self, shape, model, n, policy='default', settings='defaults',
+             patches=0, translation='groups'):
+        from benchmarks import placement
+        from benchmarks import placement_work as work
+        return work.for_case(trees.SHAPES[shape], model, n, policy,
+                             translation, placement.SETTINGS[settings],
+                             patches)
+
+    def test_defaults_walk_every_product(self):
+        # 128 one-unit providers, vGPU:2: 128**2 products, of which the
+        # 128 that take one provider twice exceed its capacity; each pair
+        # of providers is kept twice (two orders), one comparison each
+        w = self.work('a', 'per-parent', 2)
+        self.assertEqual((128 ** 2, 0, 128 * 127 // 2, 128 * 127, 1000),
+                         (w.products, w.partials, w.comparisons, w.kept,
+                          w.candidates))
+        # 8 GPUs of 16, vGPU:8: 8**8 products, all kept
+        w = self.work('a', 'per-GPU', 8)
+        self.assertEqual((8 ** 8, 8 ** 8), (w.products, w.kept))
+        # isolate: 8! kept, all on the same 8 providers: one hash
+        w = self.work('a', 'per-GPU', 8, 'isolate')
+        f = 40320
+        self.assertEqual((8 ** 8, f, f * (f - 1) // 2),
+                         (w.products, w.kept, w.comparisons))
+        # ten hosts: ten times the work, never a comparison across hosts
+        w10 = self.work('c', 'per-GPU', 8, 'isolate')
+        self.assertEqual((10 * 8 ** 8, 10 * f, 10 * (f * (f - 1) // 2)),
+                         (w10.products, w10.kept, w10.comparisons))
+        # the hash of patch 0001: no comparison
+        self.assertEqual(0, self.work('a', 'per-GPU', 8, 'isolate',
+                                      patches=1).comparisons)
+
+    def test_wide_settings_stop_at_the_limit(self):
+        w = self.work('a', 'per-GPU', 8, settings='wide')
+        self.assertEqual((1000, 1000), (w.products, w.kept))
+        # every product checked at each of its 8 levels and the root
+        # group's: more partial products than products
+        self.assertGreater(w.partials, w.products)
+        # ten hosts, breadth-first: 100 from each
+        w = self.work('c', 'per-GPU', 8, settings='wide')
+        self.assertEqual(1000, w.products)
+
+    def test_isolate_without_0002_walks_the_rejected_products(self):
+        # the 1,000th permutation of the 8 GPUs is product 671,098 in the
+        # product's order; 0002 prunes the products that repeat a GPU
+        w = self.work('a', 'per-GPU', 8, 'isolate', 'wide')
+        self.assertEqual((671098, 1000), (w.products, w.kept))
+        w = self.work('a', 'per-GPU', 8, 'isolate', 'wide', patches=2)
+        self.assertEqual((1000, 1000, 0), (w.products, w.kept,
+                                           w.comparisons))
+        # 4 GPUs cannot isolate 8 groups: every product checked, none kept
+        w = self.work('b', 'per-GPU', 8, 'isolate', 'wide')
+        self.assertEqual((4 ** 8, 0, 0), (w.products, w.kept, w.candidates))
+
+    def test_one_group_of_n(self):
+        # per VF parent no provider holds 2 units: no walk at all
+        w = self.work('a', 'per-parent', 2, translation='one-group')
+        self.assertEqual((0, 0), (w.products, w.candidates))
+        w = self.work('a', 'per-GPU', 8, translation='one-group')
+        self.assertEqual((8, 8), (w.products, w.candidates))
+
+    def test_estimate_and_what_is_not_sent(self):
+        from benchmarks import placement_work as work
+        w = work.Work(products=1000, partials=2000, comparisons=0, kept=1000,
+                      candidates=1000)
+        self.assertAlmostEqual(
+            work.COSTS['base'] + 1000 * work.COSTS['products'] +
+            2000 * work.COSTS['partials'], work.estimate(w))
+        # what timed out on 2026-12-02 is estimated above half the bound,
+        # what answered (in 7.5 s of wall at most) below it
+        self.assertGreater(work.estimate(self.work('b', 'per-GPU', 8)), 30)
+        self.assertGreater(work.estimate(self.work('c', 'per-GPU', 8,
+                                                   'isolate', 'wide')), 30)
+        self.assertLess(work.estimate(self.work('c', 'per-parent', 2)), 30)
+
+    def test_providers_that_differ_are_refused(self):
+        from benchmarks import placement_work as work
+        shape = trees.SHAPES['b']
+        rc = trees.resource_class(shape.mdev_type)
+        providers = trees.host_tree(shape, 'per-GPU', 0)
+        providers[1]['inventories'][rc] = dict(
+            providers[1]['inventories'][rc], total=8, max_unit=8)
+        error = self.assertRaises(ValueError, work.host_model, providers, rc,
+                                  1)
+        self.assertIn('cn01_0000:81:00.0: (8,', str(error))

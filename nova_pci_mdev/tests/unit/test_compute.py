@@ -15,10 +15,10 @@ import errno
 import libvirt
 import testtools
 
-from nova_pci_mdev import compute as compute_mod
 from nova_pci_mdev import exception
-from nova_pci_mdev import flavor
 from nova_pci_mdev import objects
+from nova_pci_mdev.compute import flavor
+from nova_pci_mdev.compute import host as compute_mod
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.pci import request as pci_request
 from nova_pci_mdev.tests.fixtures import compute

@@ -19,20 +19,20 @@ import testtools
 
 from nova_pci_mdev import conf
 from nova_pci_mdev import exception
-from nova_pci_mdev import flavor as flavor_mod
 from nova_pci_mdev import objects
-from nova_pci_mdev import compute as compute_mod
-from nova_pci_mdev import store
+from nova_pci_mdev.compute import flavor as flavor_mod
+from nova_pci_mdev.compute import host as compute_mod
 from nova_pci_mdev.objects import fields
+from nova_pci_mdev.store import sqlite as store
 from nova_pci_mdev.tests.fixtures import compute as compute_fixture
 from nova_pci_mdev.tests.fixtures import fakelibvirt
 from nova_pci_mdev.tests.fixtures import nvidia_sysfs
 from nova_pci_mdev.tests.fixtures import sysfs
 from nova_pci_mdev.virt.libvirt import host as host_mod
-from nova_pci_mdev.virt.libvirt import mdev
-from nova_pci_mdev.virt.libvirt import mdev_sysfs
-from nova_pci_mdev.virt.libvirt import nvidia_sysfs as nvidia_sysfs_mod
-from nova_pci_mdev.virt.libvirt import vgpu_vfs
+from nova_pci_mdev.virt.libvirt.mdev import lifecycle as mdev
+from nova_pci_mdev.virt.libvirt.mdev import sysfs_backend as mdev_sysfs
+from nova_pci_mdev.virt.libvirt.nvidia import sysfs as nvidia_sysfs_mod
+from nova_pci_mdev.virt.libvirt.nvidia import vgpu_vfs
 
 Status = fields.PciDeviceStatus
 GPU_A, GPU_B, T4 = '0000:41:00.0', '0000:21:00.0', '0000:81:00.0'

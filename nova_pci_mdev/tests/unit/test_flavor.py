@@ -5,7 +5,7 @@ import json
 import testtools
 
 from nova_pci_mdev import exception
-from nova_pci_mdev import flavor
+from nova_pci_mdev.compute import flavor
 from nova_pci_mdev.pci import request
 
 VGPU = {'vendor_id': '10de', 'mdev_type': 'nvidia-35', 'name': 'vGPU'}

@@ -5,7 +5,7 @@ import io
 import testtools
 
 from nova_pci_mdev import objects
-from nova_pci_mdev import render
+from nova_pci_mdev.cmd import render
 
 objects.register_all()
 

@@ -19,9 +19,9 @@ from nova_pci_mdev import objects
 from nova_pci_mdev.objects import pci_device
 from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
-from nova_pci_mdev import store as store_lib
-from nova_pci_mdev import store_files
-from nova_pci_mdev.tests.unit.pci import test_manager as world
+from nova_pci_mdev.store import files as store_files
+from nova_pci_mdev.store import sqlite as store_lib
+from nova_pci_mdev.tests.fixtures import tracker_world as world
 
 objects.register_all()
 

@@ -16,10 +16,10 @@ import fixtures
 import testtools
 
 from nova_pci_mdev import exception
-from nova_pci_mdev import store as store_lib
-from nova_pci_mdev import store_files
+from nova_pci_mdev.store import files as store_files
+from nova_pci_mdev.store import sqlite as store_lib
 from nova_pci_mdev.tests.fixtures import statedir
-from nova_pci_mdev.tests.unit.pci import test_manager as world
+from nova_pci_mdev.tests.fixtures import tracker_world as world
 
 OWNER = {'connection': 'qemu:///system', 'compute_node': 'cn1'}
 

@@ -17,7 +17,7 @@ drives (including its ``test`` driver) cannot migrate devices.
 
 Invariant: :func:`problems` never raises and returns one line per host and
 minimum that falls short, naming the host, its role, what it runs and what
-is needed (``nova_pci_mdev.live_move`` raises them all at once as a
+is needed (``nova_pci_mdev.compute.live_move`` raises them all at once as a
 :class:`~nova_pci_mdev.exception.LiveMigrationRefused`).
 """
 

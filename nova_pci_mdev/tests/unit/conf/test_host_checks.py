@@ -7,8 +7,8 @@ physical GPU, so the VF parents of one PF must expose one type and class.
 
 from nova_pci_mdev import conf
 from nova_pci_mdev.conf import host_checks
+from nova_pci_mdev.tests.fixtures import tracker_world as world
 from nova_pci_mdev.tests.unit.conf import base
-from nova_pci_mdev.tests.unit.pci import test_manager as world
 
 T = world.T
 PF = '0000:41:00.0'

@@ -4,8 +4,8 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from nova_pci_mdev.conf import mdev
 from nova_pci_mdev import exception
+from nova_pci_mdev.conf import mdev
 from nova_pci_mdev.tests.unit.conf import base
 
 

@@ -6,35 +6,7 @@ from nova_pci_mdev.objects import pci_device
 from nova_pci_mdev.pci import address_spec
 from nova_pci_mdev.pci import devspec
 from nova_pci_mdev.pci import jsonopt
-
-GPU = '0000:84:00.0'
-SLOT = '6f0d6a3e-4a8a-4f4e-9e5c-3a3c0a9b1c01'
-
-
-def rec(address, vendor_id='10de', product_id='1eb8', dev_type='type-PCI',
-        parent_addr=None, mdev_type=None, **extra):
-    record = {'address': address, 'vendor_id': vendor_id,
-              'product_id': product_id, 'dev_type': dev_type,
-              'parent_addr': parent_addr, 'mdev_type': mdev_type,
-              'numa_node': 0, 'label': 'label_x', 'dev_id': 'x',
-              'extra_info': {}}
-    record.update(extra)
-    return record
-
-
-GPU_PARENT = rec(GPU, dev_type='mdev-pf', mdev_type='nvidia-35')
-GPU_SLOT = rec(SLOT, dev_type='mdev-vf', parent_addr=GPU,
-               mdev_type='nvidia-35')
-GPU_SLOT_36 = rec(SLOT, dev_type='mdev-vf', parent_addr=GPU,
-                  mdev_type='nvidia-36')
-PF = rec('0000:0a:00.0', '8086', '1572', 'type-PF')
-VF = rec('0000:0a:02.1', '8086', '154c', 'type-VF',
-         parent_addr='0000:0a:00.0')
-NIC = rec('0000:0b:00.0', '8086', '10fb')
-MTTY = rec('mtty', '', '', 'mdev-pf', mdev_type='mtty-1',
-           extra_info={'virtual': 'true'})
-MTTY_SLOT = rec(SLOT, '', '', 'mdev-vf', parent_addr='mtty',
-                mdev_type='mtty-1')
+from nova_pci_mdev.tests.fixtures import devspec_world as t
 
 
 def parse(entry):
@@ -55,10 +27,10 @@ class ParseAddressTest(testtools.TestCase):
         (':0a:00.', None, '0001:0a:00.7', '0001:0a:01.7'),
         ('0a:00.1', None, '0002:0a:00.1', '0002:0a:00.2'),
         ('.5', None, '0002:33:1f.5', '0002:33:1f.4'),
-        ('', None, '0002:33:1f.5', SLOT),
+        ('', None, '0002:33:1f.5', t.SLOT),
         ('*', None, '0000:00:00.0', 'mtty'),
         ('mtty', 'mtty', 'mtty', 'mdpy'),
-        (SLOT.upper(), SLOT, SLOT, '0000:00:00.0'),
+        (t.SLOT.upper(), t.SLOT, t.SLOT, '0000:00:00.0'),
         ({'domain': '.*', 'bus': '02', 'slot': '01', 'function': '[2-7]'},
          None, '0000:02:01.2', '0000:02:01.1'),
         ({'bus': '0[ab]'}, None, '0000:0b:11.0', '0000:0c:11.0'),
@@ -225,7 +197,7 @@ class ParseSpecTest(testtools.TestCase):
         self.assertEqual([], problems)
         self.assertIsNone(spec.devname)
         self.assertEqual('0000:0a:00.0', spec.address.exact)
-        self.assertTrue(spec.match(VF))
+        self.assertTrue(spec.match(t.VF))
 
     def test_devname_resolver_bad_address(self):
         problems = []
@@ -241,43 +213,43 @@ class MatchTest(testtools.TestCase):
 
     CASES = [
         # (spec entry, device, expected)
-        ({'vendor_id': '10de'}, GPU_PARENT, True),
-        ({'vendor_id': '10de'}, GPU_SLOT, True),
-        ({'vendor_id': '10DE'}, GPU_SLOT, True),
-        ({'vendor_id': '8086'}, GPU_SLOT, False),
-        ({'vendor_id': '10de', 'product_id': '1eb9'}, GPU_SLOT, False),
-        ({}, MTTY, True),
-        ({'vendor_id': '10de'}, MTTY_SLOT, False),
+        ({'vendor_id': '10de'}, t.GPU_PARENT, True),
+        ({'vendor_id': '10de'}, t.GPU_SLOT, True),
+        ({'vendor_id': '10DE'}, t.GPU_SLOT, True),
+        ({'vendor_id': '8086'}, t.GPU_SLOT, False),
+        ({'vendor_id': '10de', 'product_id': '1eb9'}, t.GPU_SLOT, False),
+        ({}, t.MTTY, True),
+        ({'vendor_id': '10de'}, t.MTTY_SLOT, False),
         # a parent address covers its mdev slots, globs included
-        ({'address': GPU}, GPU_SLOT, True),
-        ({'address': '*:84:00.*'}, GPU_SLOT, True),
-        ({'address': {'bus': '84'}}, GPU_SLOT, True),
-        ({'address': '*:85:00.*'}, GPU_SLOT, False),
-        ({'address': 'mtty'}, MTTY_SLOT, True),
-        ({'address': 'mtty'}, MTTY, True),
-        ({'address': 'mtty'}, GPU_SLOT, False),
-        ({'address': SLOT}, GPU_SLOT, True),
-        ({'address': SLOT}, GPU_PARENT, False),
+        ({'address': t.GPU}, t.GPU_SLOT, True),
+        ({'address': '*:84:00.*'}, t.GPU_SLOT, True),
+        ({'address': {'bus': '84'}}, t.GPU_SLOT, True),
+        ({'address': '*:85:00.*'}, t.GPU_SLOT, False),
+        ({'address': 'mtty'}, t.MTTY_SLOT, True),
+        ({'address': 'mtty'}, t.MTTY, True),
+        ({'address': 'mtty'}, t.GPU_SLOT, False),
+        ({'address': t.SLOT}, t.GPU_SLOT, True),
+        ({'address': t.SLOT}, t.GPU_PARENT, False),
         # a PF address covers its VFs; a glob on the PF does not (Nova)
-        ({'address': '0000:0a:00.0'}, VF, True),
-        ({'address': '0000:0a:00.0'}, PF, True),
-        ({'address': '*:0a:00.*'}, VF, False),
-        ({'address': '*:0a:*.*'}, VF, True),
-        ({'address': '0000:0a:02.1'}, PF, False),
+        ({'address': '0000:0a:00.0'}, t.VF, True),
+        ({'address': '0000:0a:00.0'}, t.PF, True),
+        ({'address': '*:0a:00.*'}, t.VF, False),
+        ({'address': '*:0a:*.*'}, t.VF, True),
+        ({'address': '0000:0a:02.1'}, t.PF, False),
         # mdev_type: slots of that type and parents exposing it
-        ({'mdev_type': 'nvidia-35'}, GPU_SLOT, True),
-        ({'mdev_type': 'nvidia-35'}, GPU_PARENT, True),
-        ({'mdev_type': 'nvidia-35'}, GPU_SLOT_36, False),
-        ({'mdev_type': 'nvidia-3?'}, GPU_SLOT_36, True),
-        ({'mdev_type': 'nvidia-*'}, MTTY_SLOT, False),
-        ({'mdev_type': 'NVIDIA-35'}, GPU_SLOT, False),
-        ({'mdev_type': 'nvidia-35'}, NIC, False),
-        ({'mdev_type': '*'}, NIC, False),
+        ({'mdev_type': 'nvidia-35'}, t.GPU_SLOT, True),
+        ({'mdev_type': 'nvidia-35'}, t.GPU_PARENT, True),
+        ({'mdev_type': 'nvidia-35'}, t.GPU_SLOT_36, False),
+        ({'mdev_type': 'nvidia-3?'}, t.GPU_SLOT_36, True),
+        ({'mdev_type': 'nvidia-*'}, t.MTTY_SLOT, False),
+        ({'mdev_type': 'NVIDIA-35'}, t.GPU_SLOT, False),
+        ({'mdev_type': 'nvidia-35'}, t.NIC, False),
+        ({'mdev_type': '*'}, t.NIC, False),
         # devname needs the device to carry it
-        ({'devname': 'eth0'}, NIC, False),
-        ({'devname': 'eth0'}, dict(NIC, extra_info={'devname': 'eth0'}),
+        ({'devname': 'eth0'}, t.NIC, False),
+        ({'devname': 'eth0'}, dict(t.NIC, extra_info={'devname': 'eth0'}),
          True),
-        ({'devname': 'eth0'}, dict(NIC, devname='eth0'), True),
+        ({'devname': 'eth0'}, dict(t.NIC, devname='eth0'), True),
     ]
 
     def test_records(self):
@@ -295,10 +267,10 @@ class MatchTest(testtools.TestCase):
             self.assertEqual(expected, spec.match(obj), (entry, dev))
 
     def test_device_with_unset_fields(self):
-        obj = pci_device.PciDevice(address=GPU)
+        obj = pci_device.PciDevice(address=t.GPU)
         spec, _ = parse({'mdev_type': 'nvidia-35'})
         self.assertFalse(spec.match(obj))
-        spec, _ = parse({'address': GPU})
+        spec, _ = parse({'address': t.GPU})
         self.assertTrue(spec.match(obj))
 
 

@@ -19,7 +19,7 @@ from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev.tests.fixtures import pools_rebuilt
-from nova_pci_mdev.tests.unit.pci import test_manager as world
+from nova_pci_mdev.tests.fixtures import tracker_world as world
 from nova_pci_mdev.virt.libvirt import records as records_mod
 
 S = world.S

@@ -8,7 +8,7 @@ import testtools
 from nova_pci_mdev import exception
 from nova_pci_mdev import numa
 from nova_pci_mdev.pci import numa_fit
-from nova_pci_mdev.tests.unit.pci import test_stats as helpers
+from nova_pci_mdev.tests.fixtures import stats_world as helpers
 
 T = helpers.T
 P = helpers.P

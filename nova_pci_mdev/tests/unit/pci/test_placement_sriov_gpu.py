@@ -30,7 +30,7 @@ from nova_pci_mdev import numa
 from nova_pci_mdev.pci import allocation
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev.pci import placement
-from nova_pci_mdev.tests.unit.pci import test_manager as world
+from nova_pci_mdev.tests.fixtures import tracker_world as world
 from nova_pci_mdev.virt.libvirt import records as records_mod
 
 S = world.S

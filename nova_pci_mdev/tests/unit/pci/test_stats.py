@@ -1,14 +1,14 @@
 """PciDeviceStats: pools, matching, NUMA policies, explain, consume.
 
-Devices are built with ``objects.PciDevice.create`` and linked parent/child
-by :class:`World` (no tracker involved). Run the scale check by hand::
+Devices are built with ``objects.PciDevice.create`` and linked
+parent/child by :class:`..fixtures.stats_world.World` (no tracker
+involved). Run the scale check by hand::
 
     /tmp/venv/bin/python -m nova_pci_mdev.tests.unit.pci.test_stats
 """
 
 import collections
 import types
-import uuid
 
 from hypothesis import given
 from hypothesis import settings
@@ -16,133 +16,40 @@ from hypothesis import strategies as st
 import testtools
 
 from nova_pci_mdev import exception
-from nova_pci_mdev import numa
 from nova_pci_mdev import objects
-from nova_pci_mdev.objects import fields
 from nova_pci_mdev.pci import stats as stats_mod
 from nova_pci_mdev.tests.fixtures import opcount
+from nova_pci_mdev.tests.fixtures import stats_world
 
 objects.register_all()
-
-T = fields.PciDeviceType
-S = fields.PciDeviceStatus
-P = fields.PCINUMAAffinityPolicy
-INST = '11111111-1111-1111-1111-111111111111'
-
-#: cells 0 and 1 share socket 0, cell 2 is alone on socket 1.
-TOPOLOGY = numa.HostTopology(cells=(
-    numa.HostCell(id=0, socket=0), numa.HostCell(id=1, socket=0),
-    numa.HostCell(id=2, socket=1)))
-NO_SOCKETS = numa.HostTopology(cells=(
-    numa.HostCell(id=0), numa.HostCell(id=1), numa.HostCell(id=2)))
-
-
-class World(object):
-    """Devices of one host, parents linked to their children."""
-
-    def __init__(self):
-        self.devices = []
-        self._n = 0
-
-    def _address(self, dev_type):
-        self._n += 1
-        if dev_type == T.MDEV_VF:
-            return str(uuid.UUID(int=self._n))
-        return '0000:%02x:%02x.%d' % (self._n // 256, (self._n // 8) % 32,
-                                      self._n % 8)
-
-    def dev(self, dev_type=T.STANDARD, numa_node=0, vendor_id='10de',
-            product_id='1eb8', mdev_type=None, parent=None, **extra):
-        address = self._address(dev_type)
-        dev = objects.PciDevice.create(dict(
-            address=address, vendor_id=vendor_id, product_id=product_id,
-            dev_type=dev_type, numa_node=numa_node, mdev_type=mdev_type,
-            parent_addr=parent.address if parent else None,
-            label='label_%s_%s' % (vendor_id, product_id),
-            dev_id='dev_%d' % self._n, extra_info=extra))
-        if parent is not None:
-            dev.parent_device = parent
-            parent.child_devices.append(dev)
-        self.devices.append(dev)
-        return dev
-
-    def gpu(self, numa_node=0, mdev_type='nvidia-35', slots=2, existing=0,
-            product_id='1eb8'):
-        """An mdev parent with ``slots`` slots, the first ``existing``
-        of which already have their mdev."""
-        parent = self.dev(T.MDEV_PF, numa_node, product_id=product_id,
-                          mdev_type=mdev_type, resource_class='VGPU')
-        kids = [self.dev(T.MDEV_VF, numa_node, product_id=product_id,
-                         mdev_type=mdev_type, parent=parent,
-                         **({'mdev_exists': 'true'} if i < existing else {}))
-                for i in range(slots)]
-        return parent, kids
-
-    def nic(self, numa_node=0, vfs=2):
-        pf = self.dev(T.SRIOV_PF, numa_node, vendor_id='8086',
-                      product_id='1572')
-        kids = [self.dev(T.SRIOV_VF, numa_node, vendor_id='8086',
-                         product_id='1572', parent=pf) for _ in range(vfs)]
-        return pf, kids
-
-    def stats(self, topology=TOPOLOGY, tags_of=None):
-        stats = stats_mod.PciDeviceStats(topology, tags_of=tags_of)
-        for dev in self.devices:
-            stats.add_device(dev)
-        return stats
-
-
-def req(count=1, alias='a', policy=None, specs=None, **spec):
-    return objects.InstancePCIRequest(
-        count=count, spec=specs if specs is not None else [spec],
-        alias_name=alias, numa_policy=policy, request_id=str(uuid.uuid4()))
-
-
-def cells(*ids):
-    return [TOPOLOGY.cell(i) for i in ids]
-
-
-def counts(stats):
-    """{(dev_type, mdev_type, numa_node): count} of the non-empty pools."""
-    out = collections.Counter()
-    for pool in stats.to_pool_list():
-        out[(pool.tags['dev_type'], pool.mdev_type, pool.numa_node)] += (
-            pool.count)
-    return dict(out)
-
-
-def snapshot(stats):
-    return ([p.obj_to_primitive() for p in stats.to_pool_list(True)],
-            [d.address for d in stats.devices()],
-            [d.request_id for d in stats.devices()])
 
 
 class TestPools(testtools.TestCase):
 
     def test_one_pool_per_dev_type(self):
-        w = World()
+        w = stats_world.World()
         w.gpu(numa_node=1, slots=2)
         w.nic(numa_node=0, vfs=3)
-        w.dev(T.STANDARD, numa_node=None)
-        w.dev(T.VDPA, numa_node=0)
+        w.dev(stats_world.T.STANDARD, numa_node=None)
+        w.dev(stats_world.T.VDPA, numa_node=0)
         self.assertEqual({
-            (T.MDEV_PF, 'nvidia-35', 1): 1,
-            (T.MDEV_VF, 'nvidia-35', 1): 2,
-            (T.SRIOV_PF, None, 0): 1,
-            (T.SRIOV_VF, None, 0): 3,
-            (T.STANDARD, None, None): 1,
-            (T.VDPA, None, 0): 1,
-        }, counts(w.stats()))
+            (stats_world.T.MDEV_PF, 'nvidia-35', 1): 1,
+            (stats_world.T.MDEV_VF, 'nvidia-35', 1): 2,
+            (stats_world.T.SRIOV_PF, None, 0): 1,
+            (stats_world.T.SRIOV_VF, None, 0): 3,
+            (stats_world.T.STANDARD, None, None): 1,
+            (stats_world.T.VDPA, None, 0): 1,
+        }, stats_world.counts(w.stats()))
 
     def test_each_key_field_splits_pools(self):
         variants = [
             {}, {'vendor_id': '8086'}, {'product_id': '1eb9'},
             {'mdev_type': 'nvidia-36'}, {'numa_node': 1},
-            {'dev_type': T.MDEV_PF},
+            {'dev_type': stats_world.T.MDEV_PF},
         ]
         for change in variants:
-            w = World()
-            base = dict(dev_type=T.MDEV_VF, mdev_type='nvidia-35')
+            w = stats_world.World()
+            base = dict(dev_type=stats_world.T.MDEV_VF, mdev_type='nvidia-35')
             w.dev(**base)
             w.dev(**dict(base, **change))
             pools = w.stats().to_pool_list()
@@ -150,8 +57,8 @@ class TestPools(testtools.TestCase):
             self.assertEqual(2, sum(p.count for p in pools))
 
     def test_tags_split_pools_and_untagged_devices_are_not_pooled(self):
-        w = World()
-        a, b, c, d = (w.dev(T.SRIOV_VF) for _ in range(4))
+        w = stats_world.World()
+        a, b, c, d = (w.dev(stats_world.T.SRIOV_VF) for _ in range(4))
         tags = {a.address: {'physical_network': 'net1'},
                 b.address: {'physical_network': 'net2'},
                 c.address: {'physical_network': 'net1',
@@ -164,8 +71,8 @@ class TestPools(testtools.TestCase):
         self.assertNotIn(d, stats.devices())
 
     def test_add_is_idempotent_and_remove_of_absent_is_noop(self):
-        w = World()
-        dev = w.dev(T.SRIOV_VF)
+        w = stats_world.World()
+        dev = w.dev(stats_world.T.SRIOV_VF)
         stats = w.stats()
         stats.add_device(dev)
         self.assertEqual([dev], stats.devices())
@@ -175,81 +82,81 @@ class TestPools(testtools.TestCase):
         self.assertEqual(0, len(stats.to_pool_list(include_empty=True)))
 
     def test_busy_devices_are_not_pooled_and_readding_syncs(self):
-        w = World()
+        w = stats_world.World()
         parent, (slot,) = w.gpu(slots=1)
         stats = w.stats()
-        slot.claim(INST)                     # parent becomes unclaimable
+        slot.claim(stats_world.INST)                     # parent becomes unclaimable
         for dev in (slot, parent):
             stats.add_device(dev)
-        self.assertEqual({}, counts(stats))
-        slot.free(INST)
+        self.assertEqual({}, stats_world.counts(stats))
+        slot.free(stats_world.INST)
         for dev in (slot, parent):
             stats.add_device(dev)
-        self.assertEqual({(T.MDEV_PF, 'nvidia-35', 0): 1,
-                          (T.MDEV_VF, 'nvidia-35', 0): 1}, counts(stats))
+        self.assertEqual({(stats_world.T.MDEV_PF, 'nvidia-35', 0): 1,
+                          (stats_world.T.MDEV_VF, 'nvidia-35', 0): 1}, stats_world.counts(stats))
 
     def test_changed_numa_node_moves_device(self):
-        w = World()
-        dev = w.dev(T.SRIOV_VF, numa_node=0)
+        w = stats_world.World()
+        dev = w.dev(stats_world.T.SRIOV_VF, numa_node=0)
         stats = w.stats()
         dev.numa_node = 1
         stats.add_device(dev)
-        self.assertEqual({(T.SRIOV_VF, None, 1): 1}, counts(stats))
+        self.assertEqual({(stats_world.T.SRIOV_VF, None, 1): 1}, stats_world.counts(stats))
 
     def test_existing_mdevs_are_picked_before_creatable_ones(self):
-        w = World()
+        w = stats_world.World()
         parent, slots = w.gpu(slots=3, existing=0)
         slots[2].extra_info = {'mdev_exists': 'true'}
         stats = w.stats()
-        got = stats.consume_requests([req(2, dev_type=T.MDEV_VF)])
+        got = stats.consume_requests([stats_world.req(2, dev_type=stats_world.T.MDEV_VF)])
         self.assertEqual([slots[2], slots[0]], got)
 
     def test_from_pools_round_trip_and_apply_counts(self):
-        w = World()
+        w = stats_world.World()
         w.gpu(numa_node=1, slots=3)
         w.nic(numa_node=0, vfs=2)
         pools = w.stats().to_pool_list()
-        sched = stats_mod.PciDeviceStats.from_pools(pools, TOPOLOGY)
+        sched = stats_mod.PciDeviceStats.from_pools(pools, stats_world.TOPOLOGY)
         self.assertEqual([p.obj_to_primitive() for p in pools],
                          [p.obj_to_primitive()
                           for p in sched.to_pool_list()])
-        vgpu = req(2, mdev_type='nvidia-35', dev_type=T.MDEV_VF,
-                   policy=P.REQUIRED)
-        self.assertFalse(sched.support_requests([vgpu, vgpu], cells(1)))
-        sched.apply_requests([vgpu], cells(1))
-        self.assertEqual(1, counts(sched)[(T.MDEV_VF, 'nvidia-35', 1)])
-        before = snapshot(sched)
+        vgpu = stats_world.req(2, mdev_type='nvidia-35', dev_type=stats_world.T.MDEV_VF,
+                               policy=stats_world.P.REQUIRED)
+        self.assertFalse(sched.support_requests([vgpu, vgpu], stats_world.cells(1)))
+        sched.apply_requests([vgpu], stats_world.cells(1))
+        self.assertEqual(1, stats_world.counts(sched)[(stats_world.T.MDEV_VF, 'nvidia-35', 1)])
+        before = stats_world.snapshot(sched)
         self.assertRaises(exception.PciDeviceRequestFailed,
-                          sched.apply_requests, [vgpu], cells(1))
-        self.assertEqual(before, snapshot(sched))
+                          sched.apply_requests, [vgpu], stats_world.cells(1))
+        self.assertEqual(before, stats_world.snapshot(sched))
 
 
 # spec -> dev_types it may be served from; every dev_type exists on the host
 MATCH_TABLE = [
-    ({'vendor_id': '10de'}, {T.STANDARD, T.SRIOV_VF, T.MDEV_VF}),
-    ({'vendor_id': '10DE'}, {T.STANDARD, T.SRIOV_VF, T.MDEV_VF}),
-    ({'dev_type': T.STANDARD}, {T.STANDARD}),
-    ({'dev_type': T.SRIOV_PF}, {T.SRIOV_PF}),
-    ({'dev_type': T.SRIOV_VF}, {T.SRIOV_VF}),
-    ({'dev_type': T.VDPA}, {T.VDPA}),
-    ({'dev_type': T.MDEV_PF}, {T.MDEV_PF}),
-    ({'dev_type': T.MDEV_VF}, {T.MDEV_VF}),
-    ({'mdev_type': 'nvidia-35'}, {T.MDEV_VF}),
+    ({'vendor_id': '10de'}, {stats_world.T.STANDARD, stats_world.T.SRIOV_VF, stats_world.T.MDEV_VF}),
+    ({'vendor_id': '10DE'}, {stats_world.T.STANDARD, stats_world.T.SRIOV_VF, stats_world.T.MDEV_VF}),
+    ({'dev_type': stats_world.T.STANDARD}, {stats_world.T.STANDARD}),
+    ({'dev_type': stats_world.T.SRIOV_PF}, {stats_world.T.SRIOV_PF}),
+    ({'dev_type': stats_world.T.SRIOV_VF}, {stats_world.T.SRIOV_VF}),
+    ({'dev_type': stats_world.T.VDPA}, {stats_world.T.VDPA}),
+    ({'dev_type': stats_world.T.MDEV_PF}, {stats_world.T.MDEV_PF}),
+    ({'dev_type': stats_world.T.MDEV_VF}, {stats_world.T.MDEV_VF}),
+    ({'mdev_type': 'nvidia-35'}, {stats_world.T.MDEV_VF}),
     ({'mdev_type': 'NVIDIA-35'}, set()),
-    ({'mdev_type': 'nvidia-35', 'dev_type': T.MDEV_PF}, {T.MDEV_PF}),
+    ({'mdev_type': 'nvidia-35', 'dev_type': stats_world.T.MDEV_PF}, {stats_world.T.MDEV_PF}),
     ({'vendor_id': '8086'}, set()),
-    ({'resource_class': 'CUSTOM_X', 'dev_type': T.VDPA}, {T.VDPA}),
+    ({'resource_class': 'CUSTOM_X', 'dev_type': stats_world.T.VDPA}, {stats_world.T.VDPA}),
 ]
 
 
 class TestMatching(testtools.TestCase):
 
     def _host(self):
-        w = World()
-        w.dev(T.STANDARD)
-        w.dev(T.VDPA)
-        pf = w.dev(T.SRIOV_PF)
-        w.dev(T.SRIOV_VF, parent=pf)
+        w = stats_world.World()
+        w.dev(stats_world.T.STANDARD)
+        w.dev(stats_world.T.VDPA)
+        pf = w.dev(stats_world.T.SRIOV_PF)
+        w.dev(stats_world.T.SRIOV_VF, parent=pf)
         w.gpu(slots=1)
         return w
 
@@ -259,7 +166,7 @@ class TestMatching(testtools.TestCase):
             got = []
             for _ in range(len(self._host().devices) + 1):
                 try:
-                    dev, = stats.consume_requests([req(1, **spec)])
+                    dev, = stats.consume_requests([stats_world.req(1, **spec)])
                 except exception.PciDeviceRequestFailed:
                     break
                 got.append(dev.dev_type)
@@ -267,40 +174,40 @@ class TestMatching(testtools.TestCase):
 
     def test_specs_are_ored(self):
         stats = self._host().stats()
-        either = req(2, specs=[{'dev_type': T.MDEV_PF},
-                               {'dev_type': T.VDPA}])
+        either = stats_world.req(2, specs=[{'dev_type': stats_world.T.MDEV_PF},
+                                           {'dev_type': stats_world.T.VDPA}])
         got = stats.consume_requests([either])
-        self.assertEqual({T.MDEV_PF, T.VDPA}, {d.dev_type for d in got})
+        self.assertEqual({stats_world.T.MDEV_PF, stats_world.T.VDPA}, {d.dev_type for d in got})
 
     def test_tags_must_match_case_insensitively(self):
-        w = World()
-        a = w.dev(T.SRIOV_VF)
-        b = w.dev(T.SRIOV_VF)
+        w = stats_world.World()
+        a = w.dev(stats_world.T.SRIOV_VF)
+        b = w.dev(stats_world.T.SRIOV_VF)
         tags = {a.address: {'physical_network': 'Net1'},
                 b.address: {'physical_network': 'net2'}}
         stats = w.stats(tags_of=lambda dev: tags[dev.address])
-        got = stats.consume_requests([req(physical_network='NET1')])
+        got = stats.consume_requests([stats_world.req(physical_network='NET1')])
         self.assertEqual([a], got)
         self.assertFalse(stats.support_requests(
-            [req(physical_network='net1')]))
+            [stats_world.req(physical_network='net1')]))
 
     def test_remote_managed_pool_only_when_asked(self):
-        w = World()
-        vf = w.dev(T.SRIOV_VF)
+        w = stats_world.World()
+        vf = w.dev(stats_world.T.SRIOV_VF)
         stats = w.stats(tags_of=lambda dev: {'remote_managed': 'true'})
-        self.assertFalse(stats.support_requests([req(dev_type=T.SRIOV_VF)]))
+        self.assertFalse(stats.support_requests([stats_world.req(dev_type=stats_world.T.SRIOV_VF)]))
         self.assertEqual([vf], stats.consume_requests(
-            [req(dev_type=T.SRIOV_VF, remote_managed='true')]))
+            [stats_world.req(dev_type=stats_world.T.SRIOV_VF, remote_managed='true')]))
 
     def test_aliases_differing_in_mdev_type_select_their_own(self):
-        w = World()
+        w = stats_world.World()
         _, slots35 = w.gpu(mdev_type='nvidia-35', slots=2)
         _, slots36 = w.gpu(mdev_type='nvidia-36', slots=2)
         stats = w.stats()
-        a35 = req(1, alias='vGPU35', vendor_id='10de',
-                  mdev_type='nvidia-35', dev_type=T.MDEV_VF)
-        a36 = req(1, alias='vGPU36', vendor_id='10de',
-                  mdev_type='nvidia-36', dev_type=T.MDEV_VF)
+        a35 = stats_world.req(1, alias='vGPU35', vendor_id='10de',
+                              mdev_type='nvidia-35', dev_type=stats_world.T.MDEV_VF)
+        a36 = stats_world.req(1, alias='vGPU36', vendor_id='10de',
+                              mdev_type='nvidia-36', dev_type=stats_world.T.MDEV_VF)
         got = stats.consume_requests([a36, a35])
         self.assertEqual([slots36[0], slots35[0]], got)
         self.assertEqual([slots36[1]], stats.consume_requests([a36]))
@@ -313,25 +220,25 @@ class TestMatching(testtools.TestCase):
 # and without NUMA node.
 ALL_NODES = {0, 1, 2, None}
 POLICY_TABLE = {
-    P.REQUIRED: {(0,): {0}, (1,): {1}, (0, 1): {0, 1}, (2,): {2},
-                 None: ALL_NODES},
-    P.LEGACY: {(0,): {0, None}, (1,): {1, None}, (0, 1): {0, 1, None},
-               (2,): {2, None}, None: ALL_NODES},
-    P.PREFERRED: {(0,): ALL_NODES, (1,): ALL_NODES, (0, 1): ALL_NODES,
-                  (2,): ALL_NODES, None: ALL_NODES},
-    P.SOCKET: {(0,): {0, 1}, (1,): {0, 1}, (0, 1): {0, 1}, (2,): {2},
-               None: ALL_NODES},
+    stats_world.P.REQUIRED: {(0,): {0}, (1,): {1}, (0, 1): {0, 1}, (2,): {2},
+                             None: ALL_NODES},
+    stats_world.P.LEGACY: {(0,): {0, None}, (1,): {1, None}, (0, 1): {0, 1, None},
+                           (2,): {2, None}, None: ALL_NODES},
+    stats_world.P.PREFERRED: {(0,): ALL_NODES, (1,): ALL_NODES, (0, 1): ALL_NODES,
+                              (2,): ALL_NODES, None: ALL_NODES},
+    stats_world.P.SOCKET: {(0,): {0, 1}, (1,): {0, 1}, (0, 1): {0, 1}, (2,): {2},
+                           None: ALL_NODES},
 }
 
 
 class TestNumaPolicy(testtools.TestCase):
 
-    def _fits(self, node, policy, instance_cells, topology=TOPOLOGY):
-        w = World()
+    def _fits(self, node, policy, instance_cells, topology=stats_world.TOPOLOGY):
+        w = stats_world.World()
         w.gpu(numa_node=node, slots=1)
         stats = w.stats(topology)
-        request = req(1, alias='vGPU', mdev_type='nvidia-35',
-                      dev_type=T.MDEV_VF, policy=policy)
+        request = stats_world.req(1, alias='vGPU', mdev_type='nvidia-35',
+                                  dev_type=stats_world.T.MDEV_VF, policy=policy)
         numa_cells = (None if instance_cells is None
                       else [topology.cell(i) for i in instance_cells])
         fits = stats.support_requests([request], numa_cells)
@@ -349,7 +256,7 @@ class TestNumaPolicy(testtools.TestCase):
                             node, policy, instance_cells))
 
     def test_no_policy_means_legacy(self):
-        for instance_cells, allowed in POLICY_TABLE[P.LEGACY].items():
+        for instance_cells, allowed in POLICY_TABLE[stats_world.P.LEGACY].items():
             for node in ALL_NODES:
                 self.assertEqual(node in allowed,
                                  self._fits(node, None, instance_cells))
@@ -357,52 +264,52 @@ class TestNumaPolicy(testtools.TestCase):
     def test_socket_without_socket_ids_is_required(self):
         for node in ALL_NODES:
             self.assertEqual(node == 0, self._fits(
-                node, P.SOCKET, (0,), topology=NO_SOCKETS))
+                node, stats_world.P.SOCKET, (0,), topology=stats_world.NO_SOCKETS))
         self.assertEqual(True, self._fits(
-            1, P.SOCKET, (0,), topology=TOPOLOGY))
+            1, stats_world.P.SOCKET, (0,), topology=stats_world.TOPOLOGY))
 
     def test_affine_devices_are_taken_first(self):
         # (policy, instance cell, device nodes in host order, expected node)
         table = [
-            (P.PREFERRED, 1, [0, 1], 1),
-            (P.PREFERRED, 1, [None, 0], None),
-            (P.LEGACY, 1, [None, 1], 1),
-            (P.SOCKET, 1, [0, 1], 1),
-            (P.PREFERRED, 1, [0, 2], 0),
+            (stats_world.P.PREFERRED, 1, [0, 1], 1),
+            (stats_world.P.PREFERRED, 1, [None, 0], None),
+            (stats_world.P.LEGACY, 1, [None, 1], 1),
+            (stats_world.P.SOCKET, 1, [0, 1], 1),
+            (stats_world.P.PREFERRED, 1, [0, 2], 0),
         ]
         for policy, cell, nodes, expected in table:
-            w = World()
+            w = stats_world.World()
             for node in nodes:
-                w.dev(T.SRIOV_VF, numa_node=node)
+                w.dev(stats_world.T.SRIOV_VF, numa_node=node)
             dev, = w.stats().consume_requests(
-                [req(policy=policy, dev_type=T.SRIOV_VF)], cells(cell))
+                [stats_world.req(policy=policy, dev_type=stats_world.T.SRIOV_VF)], stats_world.cells(cell))
             self.assertEqual(expected, dev.numa_node, (policy, nodes))
 
     def test_two_devices_policy_mixing(self):
         # (policy, device nodes, fits for an instance on cell 0 asking 2)
         table = [
-            (P.REQUIRED, [0, 0], True),
-            (P.REQUIRED, [0, None], False),
-            (P.LEGACY, [0, None], True),
-            (P.LEGACY, [0, 1], False),
-            (P.SOCKET, [0, 1], True),
-            (P.SOCKET, [0, None], False),
-            (P.SOCKET, [0, 2], False),
-            (P.PREFERRED, [2, None], True),
+            (stats_world.P.REQUIRED, [0, 0], True),
+            (stats_world.P.REQUIRED, [0, None], False),
+            (stats_world.P.LEGACY, [0, None], True),
+            (stats_world.P.LEGACY, [0, 1], False),
+            (stats_world.P.SOCKET, [0, 1], True),
+            (stats_world.P.SOCKET, [0, None], False),
+            (stats_world.P.SOCKET, [0, 2], False),
+            (stats_world.P.PREFERRED, [2, None], True),
         ]
         for policy, nodes, fits in table:
-            w = World()
+            w = stats_world.World()
             for node in nodes:
-                w.dev(T.SRIOV_VF, numa_node=node)
+                w.dev(stats_world.T.SRIOV_VF, numa_node=node)
             self.assertEqual(fits, w.stats().support_requests(
-                [req(2, policy=policy, dev_type=T.SRIOV_VF)], cells(0)),
+                [stats_world.req(2, policy=policy, dev_type=stats_world.T.SRIOV_VF)], stats_world.cells(0)),
                 (policy, nodes))
 
     def test_empty_cell_list_means_no_numa_topology(self):
-        w = World()
-        w.dev(T.SRIOV_VF, numa_node=2)
+        w = stats_world.World()
+        w.dev(stats_world.T.SRIOV_VF, numa_node=2)
         self.assertTrue(w.stats().support_requests(
-            [req(policy=P.REQUIRED, dev_type=T.SRIOV_VF)], []))
+            [stats_world.req(policy=stats_world.P.REQUIRED, dev_type=stats_world.T.SRIOV_VF)], []))
 
 
 ANYWHERE = ' on any NUMA node (the instance has no NUMA topology)'
@@ -411,28 +318,28 @@ ANYWHERE = ' on any NUMA node (the instance has no NUMA topology)'
 class TestExplain(testtools.TestCase):
 
     def test_numa_line_names_alias_type_node_and_policy(self):
-        w = World()
+        w = stats_world.World()
         w.gpu(numa_node=0, slots=3)
         stats = w.stats()
-        vgpu = req(1, alias='vGPU', vendor_id='10de', mdev_type='nvidia-35',
-                   dev_type=T.MDEV_VF, policy=P.REQUIRED)
+        vgpu = stats_world.req(1, alias='vGPU', vendor_id='10de', mdev_type='nvidia-35',
+                               dev_type=stats_world.T.MDEV_VF, policy=stats_world.P.REQUIRED)
         self.assertEqual(
             ['alias vGPU: 0 free nvidia-35 slots matching vendor_id=10de on '
              'NUMA node 1, policy required, 1 requested; '
              '3 free on NUMA node 0; '
              'free per parent: 0000:00:00.1 on NUMA node 0: 3'],
-            stats.explain([vgpu], cells(1)))
+            stats.explain([vgpu], stats_world.cells(1)))
 
     def test_in_use_devices_are_counted(self):
-        w = World()
+        w = stats_world.World()
         gpus = [w.gpu(product_id='1eb8', slots=1) for _ in range(2)]
         stats = w.stats()
         for _, (slot,) in gpus:
-            slot.claim(INST)
+            slot.claim(stats_world.INST)
             stats.add_device(slot)
             stats.add_device(slot.parent_device)
-        whole = req(1, alias='gpu-whole', vendor_id='10de',
-                    product_id='1eb8', dev_type=T.MDEV_PF)
+        whole = stats_world.req(1, alias='gpu-whole', vendor_id='10de',
+                                product_id='1eb8', dev_type=stats_world.T.MDEV_PF)
         self.assertEqual(
             ['alias gpu-whole: 0 free mdev-pf devices matching '
              'vendor_id=10de, product_id=1eb8 on any NUMA node (the '
@@ -440,12 +347,12 @@ class TestExplain(testtools.TestCase):
              '1 requested'], stats.explain([whole]))
 
     def test_consumed_devices_and_dependants_count_as_in_use(self):
-        w = World()
+        w = stats_world.World()
         w.gpu(slots=1)
         stats = w.stats()
-        stats.consume_requests([req(mdev_type='nvidia-35')])
-        lines = stats.explain([req(alias='s', mdev_type='nvidia-35'),
-                               req(alias='p', dev_type=T.MDEV_PF)])
+        stats.consume_requests([stats_world.req(mdev_type='nvidia-35')])
+        lines = stats.explain([stats_world.req(alias='s', mdev_type='nvidia-35'),
+                               stats_world.req(alias='p', dev_type=stats_world.T.MDEV_PF)])
         self.assertEqual(
             ['alias s: 0 free nvidia-35 slots%s (1 exist but are in use), '
              '1 requested' % ANYWHERE,
@@ -453,11 +360,11 @@ class TestExplain(testtools.TestCase):
              '1 requested' % ANYWHERE], lines)
 
     def test_each_failing_request_gets_a_line_and_earlier_takes_count(self):
-        w = World()
+        w = stats_world.World()
         w.gpu(slots=1)
         stats = w.stats()
-        first = req(1, alias='one', mdev_type='nvidia-35')
-        second = req(1, alias='two', mdev_type='nvidia-35')
+        first = stats_world.req(1, alias='one', mdev_type='nvidia-35')
+        second = stats_world.req(1, alias='two', mdev_type='nvidia-35')
         nameless = objects.InstancePCIRequest(
             count=1, spec=[{'mdev_type': 'nvidia-99'}],
             requester_id='port-1')
@@ -469,66 +376,66 @@ class TestExplain(testtools.TestCase):
             stats.explain([first, second, nameless]))
 
     def test_parent_pools_are_mentioned_when_dev_type_is_missing(self):
-        w = World()
+        w = stats_world.World()
         w.nic(vfs=0)
-        line, = w.stats().explain([req(1, alias='nic', vendor_id='8086')])
+        line, = w.stats().explain([stats_world.req(1, alias='nic', vendor_id='8086')])
         self.assertIn('1 free devices also match but serve only requests '
                       'naming device_type type-PF', line)
 
     def test_socket_and_legacy_wording(self):
-        stats = World().stats()
+        stats = stats_world.World().stats()
         for policy, where in [
-                (P.SOCKET, 'on socket 1 (NUMA node 2), policy socket'),
-                (P.LEGACY, 'on NUMA node 2 or without NUMA affinity'),
-                (P.PREFERRED, 'on any NUMA node (preferring NUMA node 2)')]:
-            line, = stats.explain([req(policy=policy)], cells(2))
+                (stats_world.P.SOCKET, 'on socket 1 (NUMA node 2), policy socket'),
+                (stats_world.P.LEGACY, 'on NUMA node 2 or without NUMA affinity'),
+                (stats_world.P.PREFERRED, 'on any NUMA node (preferring NUMA node 2)')]:
+            line, = stats.explain([stats_world.req(policy=policy)], stats_world.cells(2))
             self.assertIn(where, line)
 
     def test_consume_failure_message_is_the_explanation(self):
-        stats = World().stats()
+        stats = stats_world.World().stats()
         err = self.assertRaises(exception.PciDeviceRequestFailed,
                                 stats.consume_requests,
-                                [req(alias='vGPU', mdev_type='nvidia-35')])
+                                [stats_world.req(alias='vGPU', mdev_type='nvidia-35')])
         self.assertIn('alias vGPU: 0 free nvidia-35 slots', str(err))
 
 
 class TestConsume(testtools.TestCase):
 
     def test_consuming_a_child_removes_its_parent(self):
-        for make in (World.gpu, World.nic):
-            w = World()
+        for make in (stats_world.World.gpu, stats_world.World.nic):
+            w = stats_world.World()
             parent, kids = make(w)
             stats = w.stats()
             child_type = kids[0].dev_type
-            got = stats.consume_requests([req(dev_type=child_type)])
+            got = stats.consume_requests([stats_world.req(dev_type=child_type)])
             self.assertEqual([kids[0]], got)
             self.assertEqual([kids[1]], stats.devices())
             self.assertFalse(stats.support_requests(
-                [req(dev_type=parent.dev_type)]))
-            self.assertEqual(S.AVAILABLE, got[0].status)
+                [stats_world.req(dev_type=parent.dev_type)]))
+            self.assertEqual(stats_world.S.AVAILABLE, got[0].status)
 
     def test_consuming_a_parent_removes_all_children(self):
-        for make in (World.gpu, World.nic):
-            w = World()
+        for make in (stats_world.World.gpu, stats_world.World.nic):
+            w = stats_world.World()
             parent, kids = make(w)
             other_parent, other_kids = make(w)
             stats = w.stats()
-            got = stats.consume_requests([req(dev_type=parent.dev_type)])
+            got = stats.consume_requests([stats_world.req(dev_type=parent.dev_type)])
             self.assertEqual([parent], got)
             self.assertEqual({other_parent.address} |
                              {k.address for k in other_kids},
                              {d.address for d in stats.devices()})
 
     def test_never_a_parent_and_its_child_in_one_call(self):
-        w = World()
+        w = stats_world.World()
         parent, kids = w.gpu(slots=2)
         stats = w.stats()
-        both = [req(dev_type=T.MDEV_PF), req(dev_type=T.MDEV_VF)]
+        both = [stats_world.req(dev_type=stats_world.T.MDEV_PF), stats_world.req(dev_type=stats_world.T.MDEV_VF)]
         self.assertFalse(stats.support_requests(both))
-        before = snapshot(stats)
+        before = stats_world.snapshot(stats)
         self.assertRaises(exception.PciDeviceRequestFailed,
                           stats.consume_requests, both)
-        self.assertEqual(before, snapshot(stats))
+        self.assertEqual(before, stats_world.snapshot(stats))
         other, other_kids = w.gpu(slots=1)
         stats.add_device(other)
         stats.add_device(other_kids[0])
@@ -537,76 +444,76 @@ class TestConsume(testtools.TestCase):
         self.assertIsNot(got[0], got[1].parent_device)
 
     def test_failure_changes_nothing(self):
-        w = World()
+        w = stats_world.World()
         w.gpu(numa_node=1, slots=2)
         w.nic(numa_node=0, vfs=2)
         stats = w.stats()
-        before = snapshot(stats)
-        fits = req(1, dev_type=T.SRIOV_VF)
-        too_many = req(3, mdev_type='nvidia-35')
+        before = stats_world.snapshot(stats)
+        fits = stats_world.req(1, dev_type=stats_world.T.SRIOV_VF)
+        too_many = stats_world.req(3, mdev_type='nvidia-35')
         self.assertRaises(exception.PciDeviceRequestFailed,
                           stats.consume_requests, [fits, too_many])
-        self.assertEqual(before, snapshot(stats))
+        self.assertEqual(before, stats_world.snapshot(stats))
 
     def test_support_requests_has_no_side_effects(self):
-        w = World()
+        w = stats_world.World()
         w.gpu(numa_node=1, slots=2)
         stats = w.stats()
-        before = snapshot(stats)
-        request = req(2, mdev_type='nvidia-35')
+        before = stats_world.snapshot(stats)
+        request = stats_world.req(2, mdev_type='nvidia-35')
         for _ in range(3):
-            self.assertTrue(stats.support_requests([request], cells(1)))
-            self.assertEqual([], stats.explain([request], cells(1)))
-        self.assertEqual(before, snapshot(stats))
+            self.assertTrue(stats.support_requests([request], stats_world.cells(1)))
+            self.assertEqual([], stats.explain([request], stats_world.cells(1)))
+        self.assertEqual(before, stats_world.snapshot(stats))
 
     def test_take_pairs_devices_with_requests_and_changes_no_device(self):
-        w = World()
+        w = stats_world.World()
         w.gpu(slots=3)
         stats = w.stats()
-        one = req(1, mdev_type='nvidia-35')
-        two = req(2, mdev_type='nvidia-35')
+        one = stats_world.req(1, mdev_type='nvidia-35')
+        two = stats_world.req(2, mdev_type='nvidia-35')
         picks = stats.take_requests([two, one])
         self.assertEqual([two, two, one], [r for r, _dev in picks])
         self.assertEqual(3, len({dev.address for _r, dev in picks}))
         for _request, dev in picks:
             self.assertIsNone(dev.request_id)
-            self.assertEqual(S.AVAILABLE, dev.status)
+            self.assertEqual(stats_world.S.AVAILABLE, dev.status)
 
     def test_issue_acceptance_numa_cell_one(self):
-        w = World()
+        w = stats_world.World()
         w.gpu(numa_node=0, slots=2)
         _, slots_on_1 = w.gpu(numa_node=1, slots=1)
         stats = w.stats()
-        vgpu = req(1, alias='vGPU', vendor_id='10de', mdev_type='nvidia-35',
-                   dev_type=T.MDEV_VF, policy=P.REQUIRED)
+        vgpu = stats_world.req(1, alias='vGPU', vendor_id='10de', mdev_type='nvidia-35',
+                               dev_type=stats_world.T.MDEV_VF, policy=stats_world.P.REQUIRED)
         self.assertEqual(slots_on_1, stats.consume_requests([vgpu],
-                                                            cells(1)))
+                                                            stats_world.cells(1)))
         err = self.assertRaises(exception.PciDeviceRequestFailed,
-                                stats.consume_requests, [vgpu], cells(1))
+                                stats.consume_requests, [vgpu], stats_world.cells(1))
         self.assertIn('0 free nvidia-35 slots matching vendor_id=10de on '
                       'NUMA node 1, policy required', str(err))
-        self.assertEqual({(T.MDEV_PF, 'nvidia-35', 0): 1,
-                          (T.MDEV_VF, 'nvidia-35', 0): 2}, counts(stats))
+        self.assertEqual({(stats_world.T.MDEV_PF, 'nvidia-35', 0): 1,
+                          (stats_world.T.MDEV_VF, 'nvidia-35', 0): 2}, stats_world.counts(stats))
 
 
 # -- property: pools hold exactly the free devices -----------------------
 
 def _build_property_world():
-    w = World()
+    w = stats_world.World()
     w.gpu(numa_node=0, slots=3, existing=1)
     w.gpu(numa_node=1, slots=2)
     w.nic(numa_node=1, vfs=3)
-    w.dev(T.STANDARD, numa_node=None)
+    w.dev(stats_world.T.STANDARD, numa_node=None)
     return w
 
 
-_SPECS = [{'dev_type': t} for t in T.ALL] + [{'mdev_type': 'nvidia-35'}]
+_SPECS = [{'dev_type': t} for t in stats_world.T.ALL] + [{'mdev_type': 'nvidia-35'}]
 _OPS = st.lists(st.one_of(
     st.tuples(st.just('add'), st.integers(0, 11)),
     st.tuples(st.just('remove'), st.integers(0, 11)),
     st.tuples(st.just('consume'), st.integers(0, len(_SPECS) - 1),
               st.integers(1, 3), st.sampled_from([None, (0,), (1,)]),
-              st.sampled_from(P.ALL)),
+              st.sampled_from(stats_world.P.ALL)),
     st.tuples(st.just('free'), st.integers(0, 11)),
 ), max_size=40)
 
@@ -629,25 +536,25 @@ class TestPoolProperty(testtools.TestCase):
                 stats.remove_device(devs[op[1]])
             elif op[0] == 'consume':
                 _, spec, count, cell_ids, policy = op
-                request = req(count, policy=policy, **_SPECS[spec])
-                numa_cells = cells(*cell_ids) if cell_ids else None
-                before = snapshot(stats)
+                request = stats_world.req(count, policy=policy, **_SPECS[spec])
+                numa_cells = stats_world.cells(*cell_ids) if cell_ids else None
+                before = stats_world.snapshot(stats)
                 try:
                     got = stats.consume_requests([request], numa_cells)
                 except exception.PciDeviceRequestFailed:
-                    self.assertEqual(before, snapshot(stats))
+                    self.assertEqual(before, stats_world.snapshot(stats))
                     continue
                 self.assertEqual(count, len(got))
                 for dev in got:
-                    dev.claim(INST)      # raises if parent/child collide
+                    dev.claim(stats_world.INST)      # raises if parent/child collide
             elif op[0] == 'free':
                 dev = devs[op[1]]
-                if dev.status == S.CLAIMED:
-                    for freed in dev.free(INST):
+                if dev.status == stats_world.S.CLAIMED:
+                    for freed in dev.free(stats_world.INST):
                         if devs.index(freed) in present:
                             stats.add_device(freed)
             expected = {devs[i].address for i in present
-                        if devs[i].status == S.AVAILABLE}
+                        if devs[i].status == stats_world.S.AVAILABLE}
             held = stats.devices()
             self.assertEqual(expected, {d.address for d in held})
             self.assertEqual(len(held), len(expected))
@@ -655,7 +562,7 @@ class TestPoolProperty(testtools.TestCase):
                              sum(p.count for p in stats.to_pool_list()))
             by_key = collections.Counter(
                 (d.dev_type, d.mdev_type, d.numa_node) for d in held)
-            self.assertEqual(dict(by_key), counts(stats))
+            self.assertEqual(dict(by_key), stats_world.counts(stats))
 
 
 # -- scale ------------------------------------------------------------------
@@ -663,18 +570,18 @@ class TestPoolProperty(testtools.TestCase):
 def consume_cycles(devices, rounds):
     """A callable doing ``rounds`` consume + claim + free + re-add cycles
     over ``devices`` slots (the world is built outside it)."""
-    w = World()
+    w = stats_world.World()
     per_parent = 16
     for i in range(devices // per_parent):
         w.gpu(numa_node=i % 2, slots=per_parent)
     stats = w.stats()
-    request = req(1, mdev_type='nvidia-35', policy=P.REQUIRED)
+    request = stats_world.req(1, mdev_type='nvidia-35', policy=stats_world.P.REQUIRED)
 
     def cycles():
         for _ in range(rounds):
-            dev, = stats.consume_requests([request], cells(1))
-            dev.claim(INST)                 # what the tracker does
-            for freed in dev.free(INST):
+            dev, = stats.consume_requests([request], stats_world.cells(1))
+            dev.claim(stats_world.INST)                 # what the tracker does
+            for freed in dev.free(stats_world.INST):
                 stats.add_device(freed)
         return stats
     return cycles
@@ -691,10 +598,10 @@ class TestScale(testtools.TestCase):
 
     def test_cycles_keep_the_pools(self):
         stats = consume_cycles(160, 20)()
-        self.assertEqual({(T.MDEV_PF, 'nvidia-35', 0): 5,
-                          (T.MDEV_PF, 'nvidia-35', 1): 5,
-                          (T.MDEV_VF, 'nvidia-35', 0): 80,
-                          (T.MDEV_VF, 'nvidia-35', 1): 80}, counts(stats))
+        self.assertEqual({(stats_world.T.MDEV_PF, 'nvidia-35', 0): 5,
+                          (stats_world.T.MDEV_PF, 'nvidia-35', 1): 5,
+                          (stats_world.T.MDEV_VF, 'nvidia-35', 0): 80,
+                          (stats_world.T.MDEV_VF, 'nvidia-35', 1): 80}, stats_world.counts(stats))
 
 
 class TestServingMemo(testtools.TestCase):
@@ -703,30 +610,30 @@ class TestServingMemo(testtools.TestCase):
     changes)."""
 
     def test_a_new_pool_is_seen_by_a_remembered_spec(self):
-        w = World()
+        w = stats_world.World()
         w.gpu(numa_node=0, slots=1)
         stats = w.stats()
-        vgpu = [req(1, dev_type=T.MDEV_VF, vendor_id='10de')]
+        vgpu = [stats_world.req(1, dev_type=stats_world.T.MDEV_VF, vendor_id='10de')]
         self.assertEqual({0: 1}, stats.free_by_numa_node(vgpu))
-        self.assertTrue(stats.support_requests(vgpu * 1, cells(0)))
-        self.assertFalse(stats.support_requests(vgpu, cells(2)))
+        self.assertTrue(stats.support_requests(vgpu * 1, stats_world.cells(0)))
+        self.assertFalse(stats.support_requests(vgpu, stats_world.cells(2)))
         # A new pool (another NUMA node) after the spec was remembered.
         _, kids = w.gpu(numa_node=2, slots=1)
         stats.add_device(kids[0])
-        self.assertTrue(stats.support_requests(vgpu, cells(2)))
+        self.assertTrue(stats.support_requests(vgpu, stats_world.cells(2)))
         # Its pool emptied and dropped: the spec no longer sees it.
         stats.remove_device(kids[0])
-        self.assertFalse(stats.support_requests(vgpu, cells(2)))
-        self.assertTrue(stats.support_requests(vgpu, cells(0)))
+        self.assertFalse(stats.support_requests(vgpu, stats_world.cells(2)))
+        self.assertTrue(stats.support_requests(vgpu, stats_world.cells(0)))
 
     def test_equal_specs_share_an_answer_and_others_get_their_own(self):
-        w = World()
+        w = stats_world.World()
         w.gpu(numa_node=0, slots=1, mdev_type='nvidia-35')
         w.gpu(numa_node=0, slots=1, mdev_type='nvidia-36')
         stats = w.stats()
         for mdev_type in ('nvidia-35', 'nvidia-36', 'nvidia-35'):
-            got = stats.consume_requests([req(
-                1, dev_type=T.MDEV_VF, mdev_type=mdev_type)])
+            got = stats.consume_requests([stats_world.req(
+                1, dev_type=stats_world.T.MDEV_VF, mdev_type=mdev_type)])
             self.assertEqual([mdev_type], [d.mdev_type for d in got])
             stats.add_device(got[0])       # still available: back again
 
@@ -735,22 +642,22 @@ class TestServingMemo(testtools.TestCase):
         self.assertIsNone(pools.spec_key([{'traits': ['A']}]))
         self.assertEqual(pools.spec_key([{'a': '1', 'b': '2'}]),
                          pools.spec_key([{'b': '2', 'a': '1'}]))
-        w = World()
-        w.dev(T.STANDARD)
+        w = stats_world.World()
+        w.dev(stats_world.T.STANDARD)
         order = pools.Ordered(w.stats()._pools)
         # (InstancePCIRequest refuses such values; a duck-typed request
         # may carry them.)
         request = types.SimpleNamespace(
-            spec=[{'dev_type': T.STANDARD, 'traits': ['A']}])
+            spec=[{'dev_type': stats_world.T.STANDARD, 'traits': ['A']}])
         self.assertEqual(1, len(order.serving(request)))
         self.assertEqual({}, order._serving)
 
     def test_at_most_so_many_specs_are_remembered(self):
         from nova_pci_mdev.pci import pools
-        w = World()
-        w.dev(T.STANDARD)
+        w = stats_world.World()
+        w.dev(stats_world.T.STANDARD)
         order = pools.Ordered(w.stats()._pools)
         for n in range(pools.Ordered.SPECS_REMEMBERED + 5):
-            order.serving(req(1, label='l%d' % n))
+            order.serving(stats_world.req(1, label='l%d' % n))
         self.assertLessEqual(len(order._serving),
                              pools.Ordered.SPECS_REMEMBERED)

@@ -18,21 +18,17 @@ SQLite store, and checks after every step that:
 * a restart from the store gives back the same state.
 """
 
-import os
-import shutil
-import tempfile
-
 from hypothesis import settings
 from hypothesis import stateful
 from hypothesis import strategies as st
 import testtools
 
-from nova_pci_mdev import exception
 from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
-from nova_pci_mdev import store as store_lib
+from nova_pci_mdev.store import sqlite as store_lib
 from nova_pci_mdev.tests.fixtures import pools_rebuilt
-from nova_pci_mdev.tests.unit.pci import test_manager as world
+from nova_pci_mdev.tests.fixtures import tracker_machine
+from nova_pci_mdev.tests.fixtures import tracker_world as world
 
 S = world.S
 BUSY = (S.CLAIMED, S.ALLOCATED)
@@ -70,55 +66,27 @@ def stored_state(dev):
             dev.parent_addr)
 
 
-class TrackerMachine(stateful.RuleBasedStateMachine):
+class TrackerMachine(tracker_machine.TrackerMachine):
 
     pure = False        # the whitelist may change between syncs
+    PREFIX = 'tracker-props-'
+    INSTANCES = INSTANCES
 
     def __init__(self):
-        super().__init__()
-        # tmpfs when there is one: the store fsyncs every commit.
-        shm = '/dev/shm'
-        self.dir = tempfile.mkdtemp(
-            prefix='tracker-props-',
-            dir=shm if os.access(shm, os.W_OK) else None)
-        self.path = os.path.join(self.dir, 'state.sqlite')
-        self.store = store_lib.SqliteStore(self.path)
         self.whitelist = world.FakeWhitelist(pure=self.pure)
-        self.tracker = manager.PciDevTracker(self.whitelist, world.TOPOLOGY)
         self.records = []
-        self.owner = {}          # address -> instance, from claim results
+        super().__init__()
 
-    def teardown(self):
-        self.store.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+    def new_tracker(self, devices=()):
+        return manager.PciDevTracker(self.whitelist, world.TOPOLOGY, devices)
 
     def save(self):
-        changed, deleted = self.tracker.pop_changes()
-        with self.store.transaction() as tx:
-            tx.save_devices(changed)
-            tx.delete_devices(deleted)
-            loaded = tx.load_devices()
+        loaded = super().save()
         # The store holds exactly the tracker's devices: pop_changes
         # reported every change.
         assert ({d.address: stored_state(d) for d in loaded} ==
                 {a: stored_state(d)
                  for a, d in self.tracker.devices.items()})
-
-    def unchanged_after(self, call, *args):
-        before = world.snapshot(self.tracker)
-        try:
-            return call(*args)
-        except exception.NovaPciMdevException:
-            assert world.snapshot(self.tracker) == before
-            assert self.tracker.pop_changes() == ([], [])
-            return None
-
-    def took(self, instance, devs):
-        for dev in devs or ():
-            assert self.owner.get(dev.address, instance) == instance, (
-                '%s handed to %s while %s holds it' % (
-                    dev.address, instance, self.owner[dev.address]))
-            self.owner[dev.address] = instance
 
     # -- rules -------------------------------------------------------------
 
@@ -165,18 +133,6 @@ class TrackerMachine(stateful.RuleBasedStateMachine):
             self.tracker.claim_devices, instance, addresses))
         self.save()
 
-    @stateful.rule(instance=st.sampled_from(INSTANCES))
-    def allocate(self, instance):
-        self.tracker.allocate_instance(instance)
-        self.save()
-
-    @stateful.rule(instance=st.sampled_from(INSTANCES))
-    def free(self, instance):
-        for dev in self.tracker.free_instance(instance):
-            assert self.owner.pop(dev.address) == instance
-        assert self.tracker.devices_of(instance) == []
-        self.save()
-
     @stateful.rule(instance=st.sampled_from(INSTANCES),
                    address=st.sampled_from(world.ALL))
     def free_device(self, instance, address):
@@ -191,8 +147,7 @@ class TrackerMachine(stateful.RuleBasedStateMachine):
         self.store = store_lib.SqliteStore(self.path)
         with self.store.transaction() as tx:
             loaded = tx.load_devices()
-        self.tracker = manager.PciDevTracker(self.whitelist, world.TOPOLOGY,
-                                             loaded)
+        self.tracker = self.new_tracker(loaded)
         assert world.snapshot(self.tracker) == before
         assert self.tracker.pop_changes() == ([], [])
 

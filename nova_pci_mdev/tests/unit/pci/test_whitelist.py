@@ -12,7 +12,7 @@ from nova_pci_mdev import objects
 from nova_pci_mdev.pci import address_spec
 from nova_pci_mdev.pci import devspec
 from nova_pci_mdev.pci import whitelist
-from nova_pci_mdev.tests.unit.pci import test_devspec as t
+from nova_pci_mdev.tests.fixtures import devspec_world as t
 
 objects.register_all()
 

@@ -19,10 +19,10 @@ import testtools
 from nova_pci_mdev import exception
 from nova_pci_mdev.tests.fixtures import fakelibvirt
 from nova_pci_mdev.tests.fixtures import sysfs
-from nova_pci_mdev.virt.libvirt import mdev
-from nova_pci_mdev.virt.libvirt import mdev_emulated
-from nova_pci_mdev.virt.libvirt import mdev_libvirt
-from nova_pci_mdev.virt.libvirt import mdev_sysfs
+from nova_pci_mdev.virt.libvirt.emulated import mdevs as mdev_emulated
+from nova_pci_mdev.virt.libvirt.mdev import libvirt_backend as mdev_libvirt
+from nova_pci_mdev.virt.libvirt.mdev import lifecycle as mdev
+from nova_pci_mdev.virt.libvirt.mdev import sysfs_backend as mdev_sysfs
 
 U1 = '4b20d080-1b54-4048-85b3-a6a62d165c01'
 U2 = '0c2e1b6a-65a6-4d4c-9c1a-2f7f2b0e7d11'

@@ -10,11 +10,12 @@ Host used by most tests::
 import errno
 import os
 
+import fixtures
 import testtools
 
 from nova_pci_mdev import exception
 from nova_pci_mdev.tests.fixtures import sysfs
-from nova_pci_mdev.virt.libvirt import mdev_sysfs
+from nova_pci_mdev.virt.libvirt.mdev import sysfs_backend as mdev_sysfs
 
 U1 = '4b20d080-1b54-4048-85b3-a6a62d165c01'
 U2 = '0c2e1b6a-65a6-4d4c-9c1a-2f7f2b0e7d11'
@@ -95,12 +96,12 @@ class TestSysfsBackend(SysfsCase):
 
     def test_list_without_mdev_bus(self):
         backend = mdev_sysfs.SysfsBackend(self.useFixture(
-            sysfs.fixtures.TempDir()).path)
+            fixtures.TempDir()).path)
         self.assertEqual({}, backend.list())
 
     def test_list_skips_junk(self):
         self.tree.add_mdev(U1, GPU, 'nvidia-35')
-        outside = self.useFixture(sysfs.fixtures.TempDir()).path
+        outside = self.useFixture(fixtures.TempDir()).path
         os.makedirs(os.path.join(outside, 'x', 'mdev_type'))
         self.tree.add_junk('not-a-uuid', '.')
         self.tree.add_junk(U2, 'dangling')
@@ -260,7 +261,7 @@ class TestPathEscapes(SysfsCase):
     def test_parent_link_out_of_sysfs_is_refused(self):
         # A hostile mdev_bus entry pointing outside <root>/sys: even with
         # a valid name the backend writes nothing there.
-        outside = self.useFixture(sysfs.fixtures.TempDir()).path
+        outside = self.useFixture(fixtures.TempDir()).path
         tdir = os.path.join(outside, 'mdev_supported_types', 'nvidia-35')
         os.makedirs(tdir)
         for name in ('create', 'available_instances'):
@@ -283,7 +284,7 @@ class TestDefaultWriter(testtools.TestCase):
 
     def test_writes_existing_attribute(self):
         path = os.path.join(self.useFixture(
-            sysfs.fixtures.TempDir()).path, 'create')
+            fixtures.TempDir()).path, 'create')
         open(path, 'w').close()
         mdev_sysfs.write_attribute(path, U1)
         with open(path) as f:

@@ -21,10 +21,10 @@ import testtools
 from nova_pci_mdev import data
 from nova_pci_mdev import exception
 from nova_pci_mdev.tests.fixtures import nvidia_sysfs as fixture
-from nova_pci_mdev.virt.libvirt import nvidia_emulated
-from nova_pci_mdev.virt.libvirt import nvidia_sysfs
-from nova_pci_mdev.virt.libvirt import nvidia_vf
-from nova_pci_mdev.virt.libvirt import vgpu_vfs
+from nova_pci_mdev.virt.libvirt.emulated import nvidia as nvidia_emulated
+from nova_pci_mdev.virt.libvirt.nvidia import sysfs as nvidia_sysfs
+from nova_pci_mdev.virt.libvirt.nvidia import vf as nvidia_vf
+from nova_pci_mdev.virt.libvirt.nvidia import vgpu_vfs
 
 PF = '0000:41:00.0'
 Q4, Q24, Q48, A24 = 1150, 1155, 1156, 1165

@@ -12,7 +12,7 @@ import testtools
 from nova_pci_mdev import exception
 from nova_pci_mdev.conf import mdev as conf_mdev
 from nova_pci_mdev.conf import settings as settings_mod
-from nova_pci_mdev.virt.libvirt import nvidia_vf
+from nova_pci_mdev.virt.libvirt.nvidia import vf as nvidia_vf
 
 PF = '0000:41:00.0'
 VFS = ['0000:41:00.4', '0000:41:00.5', '0000:41:00.6', '0000:41:00.7']
@@ -246,7 +246,7 @@ class TestCheck(testtools.TestCase):
     """What check-config says about such a GPU."""
 
     def notes(self, states, conf):
-        from nova_pci_mdev.virt.libvirt import nvidia_check
+        from nova_pci_mdev.virt.libvirt.nvidia import check as nvidia_check
         records = nvidia_vf.apply(gpu_records(), states, conf)
         return [(n.severity, str(n)) for n in nvidia_check.gpu_notes(
             records, states, conf)]

@@ -237,8 +237,8 @@ class SampleNovaConfTest(testtools.TestCase):
         return records
 
     def test_every_alias_can_be_served(self):
-        from nova_pci_mdev.pci import request
         from nova_pci_mdev.pci import pools
+        from nova_pci_mdev.pci import request
         whitelisted = [r for r in self._records()
                        if self.settings.whitelist.match(r)]
 

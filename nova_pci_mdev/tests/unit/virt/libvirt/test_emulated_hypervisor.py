@@ -10,7 +10,7 @@ import testtools
 
 from nova_pci_mdev import data
 from nova_pci_mdev import exception
-from nova_pci_mdev.virt.libvirt import emulated
+from nova_pci_mdev.virt.libvirt.emulated import host as emulated
 
 libvirt.registerErrorHandler(lambda *args: None, None)
 

@@ -18,7 +18,6 @@ The world used by most tests::
 Enabled types: nvidia-222 and mtty-1, neither with device_addresses.
 """
 
-import dataclasses
 import json
 import os
 
@@ -29,6 +28,7 @@ import testtools
 from nova_pci_mdev import exception
 from nova_pci_mdev import numa
 from nova_pci_mdev.tests.fixtures import fakelibvirt
+from nova_pci_mdev.tests.fixtures import host_doubles
 from nova_pci_mdev.tests.unit.virt.libvirt import nodedev_xml as X
 from nova_pci_mdev.virt.libvirt import host as host_mod
 from nova_pci_mdev.virt.libvirt import nodedev
@@ -46,106 +46,13 @@ GPU1, GPU2, IGPU = '0000:84:00.0', '0000:85:00.0', '0000:00:02.0'
 
 # -- settings stand-in (the conf helper's Settings has the same surface) ---
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    mdev_type: str
-    device_addresses: tuple = ()
-    mdev_class: str = 'VGPU'
-    resource_class: str = 'VGPU'
-    max_instances: int | None = None
-
-
-class StubSettings:
-    """DESIGN section 2: mapped type, else first enabled unmapped type."""
-
-    def __init__(self, *options):
-        self.mdev_types = {o.mdev_type: o for o in options}
-
-    def exposed_type(self, parent_addr, supported_types):
-        for options in self.mdev_types.values():
-            if parent_addr in options.device_addresses:
-                return options
-        for options in self.mdev_types.values():
-            if not options.device_addresses and (
-                    options.mdev_type in supported_types):
-                return options
-        return None
-
-    def parent_limits(self, parent):
-        """No ``[pci] device_spec`` here: covered, no per-parent limit."""
-        return True, None
-
-    def per_host(self, mdev_type):
-        return False
-
-
-DEFAULT_SETTINGS = StubSettings(Options('nvidia-222'), Options('mtty-1'))
-
 
 # -- connection double -----------------------------------------------------
-
-def DoubleError(message, code):  # noqa: N802 (it stands for a class)
-    """A libvirt error of the fake seam (its own class and codes)."""
-    return fakelibvirt.libvirtError(message, 'VIR_ERR_' + code)
 
 
 def double_host(conn, **kwargs):
     """A Host on a double connection, with the fake libvirt's seam."""
     return host_mod.Host(conn, libvirt=fakelibvirt.LIBVIRT, **kwargs)
-
-
-class DoubleDevice:
-    def __init__(self, name, xml, caps, error=None, active=None):
-        self._name, self.xml, self.caps, self.error = name, xml, caps, error
-        self.active = active
-
-    def name(self):
-        return self._name
-
-    def isActive(self):  # noqa: N802
-        if self.active is None:     # like libvirt 9.0's test driver
-            raise DoubleError('not supported', 'NO_SUPPORT')
-        return self.active
-
-    def XMLDesc(self, flags):  # noqa: N802
-        if self.error is not None:
-            raise self.error
-        return self.xml
-
-
-class DoubleConnection:
-    """listAllDevices filters by capability flags as libvirt does."""
-
-    FLAGS = {'pci': 1 << 1, 'mdev_types': 1 << 13, 'mdev': 1 << 14,
-             'system': 1 << 0}
-
-    def __init__(self, caps_xml='<capabilities><host/></capabilities>',
-                 hostname='double-host', version=9000000):
-        self.devices = {}
-        self.caps_xml = caps_xml
-        self.hostname = hostname
-        self.version = version
-        self.list_error = None
-
-    def add(self, name, xml, *caps, error=None, active=None):
-        self.devices[name] = DoubleDevice(name, xml, caps, error, active)
-
-    def listAllDevices(self, flags):  # noqa: N802
-        if self.list_error is not None:
-            raise self.list_error
-        return [d for d in self.devices.values()
-                if not flags or any(self.FLAGS[c] & flags for c in d.caps)]
-
-    def getCapabilities(self):  # noqa: N802
-        if isinstance(self.caps_xml, Exception):
-            raise self.caps_xml
-        return self.caps_xml
-
-    def getHostname(self):  # noqa: N802
-        return self.hostname
-
-    def getLibVersion(self):  # noqa: N802
-        return self.version
 
 
 # -- the world -------------------------------------------------------------
@@ -271,7 +178,7 @@ class _Base(testtools.TestCase):
         return host
 
     def double(self, devices, **kwargs):
-        conn = DoubleConnection(**kwargs)
+        conn = host_doubles.DoubleConnection(**kwargs)
         for name, xml, caps in devices:
             conn.add(name, xml, *caps)
         return conn
@@ -281,12 +188,12 @@ class RealDriverDiscoveryTest(_Base):
 
     def test_world(self):
         host = self.real_host(world_devices())
-        records = host.discover(DEFAULT_SETTINGS)
+        records = host.discover(host_doubles.DEFAULT_SETTINGS)
         self.assertEqual(expected_world(), summary(records))
 
     def test_record_details(self):
         by_address = {r['address']: r for r in self.real_host(
-            world_devices()).discover(DEFAULT_SETTINGS)}
+            world_devices()).discover(host_doubles.DEFAULT_SETTINGS)}
         self.assertEqual({
             'address': '0000:81:10.0', 'vendor_id': '8086',
             'product_id': '1515', 'dev_type': 'type-VF', 'numa_node': 0,
@@ -318,14 +225,14 @@ class RealDriverDiscoveryTest(_Base):
         self.assertNotIn('resource_class', by_address[IGPU]['extra_info'])
 
     def test_sync_after_creation_changes_no_identity(self):
-        before = self.real_host(world_devices()).discover(DEFAULT_SETTINGS)
+        before = self.real_host(world_devices()).discover(host_doubles.DEFAULT_SETTINGS)
         first_free = seq(GPU1, 'nvidia-222', 0)[0]
         # The mdev of the first creatable slot now exists and the parent
         # can create one less (libvirt's test driver cannot create mdevs,
         # so the "after" host is a second file).
         after = self.real_host(
             world_devices(gpu1_available=1, extra_mdevs=[first_free]),
-            name='after.xml').discover(DEFAULT_SETTINGS)
+            name='after.xml').discover(host_doubles.DEFAULT_SETTINGS)
         self.assertEqual([r['address'] for r in before],
                          [r['address'] for r in after
                           if r['address'] != first_free])
@@ -356,12 +263,12 @@ class RealDriverDiscoveryTest(_Base):
             self.assertIn('mtty_mtty', str(exc))
             return
         self.assertEqual(expected_world(with_mtty=True),
-                         summary(host.discover(DEFAULT_SETTINGS)))
+                         summary(host.discover(host_doubles.DEFAULT_SETTINGS)))
 
     def test_default_host(self):
         host = host_mod.connect('test:///default')
         self.addCleanup(host.connection.close)
-        self.assertEqual([], host.discover(DEFAULT_SETTINGS))
+        self.assertEqual([], host.discover(host_doubles.DEFAULT_SETTINGS))
         topology = host.numa_topology()
         self.assertEqual((0, 1), topology.ids)
         self.assertEqual((0, 1), tuple(topology.socket_of(i)
@@ -394,7 +301,7 @@ class DoubleDiscoveryTest(_Base):
     def test_world_with_mtty(self):
         conn = self.double(world_devices() + MTTY_DEVICES)
         records = double_host(conn, nodename=NODE).discover(
-            DEFAULT_SETTINGS)
+            host_doubles.DEFAULT_SETTINGS)
         self.assertEqual(expected_world(with_mtty=True), summary(records))
         mtty = {r['address']: r for r in records}['mtty']
         self.assertEqual('mtty_mtty', mtty['dev_id'])
@@ -405,7 +312,7 @@ class DoubleDiscoveryTest(_Base):
         # The double lists mtty only under MDEV_TYPES, as libvirt does.
         conn = self.double(MTTY_DEVICES)
         addresses = {r['address'] for r in double_host(
-            conn, nodename=NODE).discover(DEFAULT_SETTINGS)}
+            conn, nodename=NODE).discover(host_doubles.DEFAULT_SETTINGS)}
         self.assertIn('mtty', addresses)
         self.assertEqual({D: host_mod.MdevLocation('mtty', 'mtty-1')},
                          double_host(conn).list_mdevs())
@@ -420,7 +327,7 @@ class DoubleDiscoveryTest(_Base):
             MTTY_DEVICES[1],
             (X.mdev_name(first_free, 'mtty_mtty'),
              X.mdev(first_free, 'mtty_mtty', 'mtty-1'), ('mdev',))])
-        found = [double_host(c, nodename=NODE).discover(DEFAULT_SETTINGS)
+        found = [double_host(c, nodename=NODE).discover(host_doubles.DEFAULT_SETTINGS)
                  for c in (before, after)]
         self.assertEqual(*_new_slots(found[0], found[1], 'mtty'))
 
@@ -439,7 +346,7 @@ class DoubleDiscoveryTest(_Base):
             return double_host(conn, nodename=NODE)
 
         stopped = gpu1(available=2, b_active=False)
-        found = stopped.discover(DEFAULT_SETTINGS)
+        found = stopped.discover(host_doubles.DEFAULT_SETTINGS)
         rows = [(r['address'], r['dev_id'], r['extra_info']['mdev_exists'])
                 for r in found[1:]]
         self.assertEqual([(A, X.mdev_name(A, 'pci_0000_84_00_0'), 'true'),
@@ -449,14 +356,14 @@ class DoubleDiscoveryTest(_Base):
         self.assertEqual({A}, set(stopped.list_mdevs()))
         started = gpu1(available=1, b_active=True)
         self.assertEqual(
-            [r['address'] for r in stopped.discover(DEFAULT_SETTINGS)],
-            [r['address'] for r in started.discover(DEFAULT_SETTINGS)])
+            [r['address'] for r in stopped.discover(host_doubles.DEFAULT_SETTINGS)],
+            [r['address'] for r in started.discover(host_doubles.DEFAULT_SETTINGS)])
 
     def test_nodename_defaults_to_hostname(self):
         conn = self.double(world_devices(), hostname='other-host')
         host = double_host(conn)
         self.assertEqual('other-host', host.hostname)
-        found = {r['address']: r for r in host.discover(DEFAULT_SETTINGS)}
+        found = {r['address']: r for r in host.discover(host_doubles.DEFAULT_SETTINGS)}
         new = records_mod.SlotFactory(host.hostname).records(
             _device(found[GPU1]), set(found), 2)
         self.assertEqual(seq(GPU1, 'nvidia-222', 0, 1, node='other-host'),
@@ -466,25 +373,25 @@ class DoubleDiscoveryTest(_Base):
         table = [
             # (case, settings, GPU2 type, GPU2 slot rows, extra_info)
             ('explicit mapping to the other type, custom class',
-             StubSettings(Options('nvidia-222'),
-                          Options('nvidia-223', device_addresses=(GPU2,),
-                                  mdev_class='mlx5',
-                                  resource_class='CUSTOM_MLX5')),
+             host_doubles.StubSettings(host_doubles.Options('nvidia-222'),
+                                       host_doubles.Options('nvidia-223', device_addresses=(GPU2,),
+                                                            mdev_class='mlx5',
+                                                            resource_class='CUSTOM_MLX5')),
              'nvidia-223',
              [(C, 'nvidia-223', 'true', 'true')],
              {'resource_class': 'CUSTOM_MLX5'}),
             ('cap of 2 on three creatable',
-             StubSettings(Options('nvidia-222', max_instances=2)),
+             host_doubles.StubSettings(host_doubles.Options('nvidia-222', max_instances=2)),
              'nvidia-222',
              [(C, 'nvidia-223', 'true', 'false')],
              {'resource_class': 'VGPU', 'creatable': '2'}),
             ('no enabled type',
-             StubSettings(),
+             host_doubles.StubSettings(),
              None,
              [(C, 'nvidia-223', 'true', 'false')],
              {}),
             ('exposed type the parent does not list',
-             StubSettings(Options('nvidia-999', device_addresses=(GPU2,))),
+             host_doubles.StubSettings(host_doubles.Options('nvidia-999', device_addresses=(GPU2,))),
              'nvidia-999',
              [(C, 'nvidia-223', 'true', 'false')],
              {'resource_class': 'VGPU'}),
@@ -509,7 +416,7 @@ class DoubleDiscoveryTest(_Base):
              ('mdev',))]
         host = double_host(self.double(devices), nodename=NODE)
         self.assertNotIn(ORPHAN, {r['address'] for r in host.discover(
-            DEFAULT_SETTINGS)})
+            host_doubles.DEFAULT_SETTINGS)})
         self.assertEqual(host_mod.MdevLocation('0000:99:00.0', 'nvidia-222'),
                          host.list_mdevs()[ORPHAN])
 
@@ -520,7 +427,7 @@ class DoubleDiscoveryTest(_Base):
                "</device>" % ORPHAN.replace('-', '_'))
         devices = world_devices() + [('mdev_x', xml, ('mdev',))]
         records = double_host(self.double(devices), nodename=NODE).discover(
-            DEFAULT_SETTINGS)
+            host_doubles.DEFAULT_SETTINGS)
         slot = {r['address']: r for r in records}[ORPHAN]
         self.assertEqual((GPU1, 'true'), (slot['parent_addr'],
                                           slot['extra_info']['mdev_exists']))
@@ -528,7 +435,7 @@ class DoubleDiscoveryTest(_Base):
     def test_ignores_other_device_kinds(self):
         conn = self.double([('computer', X.COMPUTER, ('system',))])
         self.assertEqual([], double_host(conn, nodename=NODE).discover(
-            DEFAULT_SETTINGS))
+            host_doubles.DEFAULT_SETTINGS))
 
     def test_duplicate_address_is_left_out(self):
         # Which of two devices claiming one address is right cannot be
@@ -536,7 +443,7 @@ class DoubleDiscoveryTest(_Base):
         devices = world_devices() + [
             ('pci_dup', X.pci('0000:81:00.0', name='pci_dup'), ('pci',))]
         host = double_host(self.double(devices), nodename=NODE)
-        records = host.discover(DEFAULT_SETTINGS)
+        records = host.discover(host_doubles.DEFAULT_SETTINGS)
         self.assertNotIn('0000:81:00.0', {r['address'] for r in records})
         self.assertIn(GPU1, {r['address'] for r in records})
         self.assertEqual(
@@ -558,7 +465,7 @@ class DoubleDiscoveryTest(_Base):
                  ('<capabilities/>', sidecar, (5,)),
                  ('<capabilities/>', None, ())]
         for xml, path, ids in table:
-            host = double_host(DoubleConnection(caps_xml=xml))
+            host = double_host(host_doubles.DoubleConnection(caps_xml=xml))
             self.assertEqual(ids, host.numa_topology(sidecar=path).ids,
                              (xml, path))
 
@@ -568,18 +475,18 @@ class DoubleDiscoveryTest(_Base):
         self.assertEqual(
             expected_world(with_mtty=True),
             summary(records_mod.build_records(NODE, parsed + [None],
-                                              DEFAULT_SETTINGS)))
+                                              host_doubles.DEFAULT_SETTINGS)))
 
 
 class ErrorTest(_Base):
 
     def test_device_error_is_wrapped_once_naming_the_device(self):
         conn = self.double(world_devices())
-        cause = DoubleError('device vanished', 'NO_NODE_DEVICE')
+        cause = host_doubles.DoubleError('device vanished', 'NO_NODE_DEVICE')
         conn.add('pci_0000_aa_00_0', '', 'pci', error=cause)
         exc = self.assertRaises(
             exception.HypervisorError,
-            double_host(conn, nodename=NODE).discover, DEFAULT_SETTINGS)
+            double_host(conn, nodename=NODE).discover, host_doubles.DEFAULT_SETTINGS)
         self.assertIn('pci_0000_aa_00_0', str(exc))
         self.assertIn('device vanished', str(exc))
         self.assertEqual(fakelibvirt.VIR_ERR_NO_NODE_DEVICE, exc.kwargs['code'])
@@ -594,7 +501,7 @@ class ErrorTest(_Base):
         self.assertIsInstance(exc.__cause__, libvirt.libvirtError)
 
     def test_capabilities_error(self):
-        conn = DoubleConnection(caps_xml=DoubleError('nope', 'INTERNAL'))
+        conn = host_doubles.DoubleConnection(caps_xml=host_doubles.DoubleError('nope', 'INTERNAL'))
         exc = self.assertRaises(exception.HypervisorError,
                                 double_host(conn).numa_topology)
         self.assertIn('host capabilities', str(exc))
@@ -603,16 +510,16 @@ class ErrorTest(_Base):
         conn = self.double(world_devices())
         conn.add('pci_bug', '', 'pci', error=KeyError('bug'))
         self.assertRaises(KeyError, double_host(conn, nodename=NODE)
-                          .discover, DEFAULT_SETTINGS)
+                          .discover, host_doubles.DEFAULT_SETTINGS)
 
     def test_bad_xml_device_is_left_out_not_a_hypervisor_error(self):
         conn = self.double(world_devices())
         conn.add('pci_0000_aa_00_0', '<device>', 'pci')
         host = double_host(conn, nodename=NODE)
-        records = host.discover(DEFAULT_SETTINGS)
+        records = host.discover(host_doubles.DEFAULT_SETTINGS)
         self.assertEqual(summary(records), summary(double_host(
             self.double(world_devices()), nodename=NODE).discover(
-                DEFAULT_SETTINGS)))
+                host_doubles.DEFAULT_SETTINGS)))
         (problem,) = host.left_out
         self.assertEqual('warning', problem.severity)
         self.assertIn('Node device pci_0000_aa_00_0 left out: malformed XML',
@@ -622,7 +529,7 @@ class ErrorTest(_Base):
         self.assertRaises(exception.InvalidValue, host_mod.Host, None)
 
     def test_live_connection_reopens_a_dead_one(self):
-        class Conn(DoubleConnection):
+        class Conn(host_doubles.DoubleConnection):
             alive = 1
             closed = False
 
@@ -648,7 +555,7 @@ class ErrorTest(_Base):
         self.assertEqual([second], opened)
         self.assertTrue(first.closed)
         self.assertIs(second, host.connection)
-        second.alive = DoubleError('client socket is closed', 'SYSTEM')
+        second.alive = host_doubles.DoubleError('client socket is closed', 'SYSTEM')
         self.assertIsNot(second, host.live_connection())
         # Without reconnect the connection is returned as it is.
         first.alive = 0

@@ -8,8 +8,8 @@ import libvirt
 import testtools
 
 from nova_pci_mdev import data
-from nova_pci_mdev.virt.libvirt import emulated
-from nova_pci_mdev.virt.libvirt import host_facts
+from nova_pci_mdev.virt.libvirt.emulated import host as emulated
+from nova_pci_mdev.virt.libvirt.emulated import host_facts
 
 
 class HostFactsTest(testtools.TestCase):

@@ -18,17 +18,17 @@ import libvirt
 import testtools
 
 from nova_pci_mdev import exception
+from nova_pci_mdev.tests.fixtures import host_doubles
 from nova_pci_mdev.tests.fixtures import libvirt_data
 from nova_pci_mdev.tests.unit.virt.libvirt import nodedev_xml as X
-from nova_pci_mdev.tests.unit.virt.libvirt import test_host
-from nova_pci_mdev.virt.libvirt import emulated
 from nova_pci_mdev.virt.libvirt import host as host_mod
-from nova_pci_mdev.virt.libvirt import mdev
-from nova_pci_mdev.virt.libvirt import mdev_emulated
 from nova_pci_mdev.virt.libvirt import nodedev
 from nova_pci_mdev.virt.libvirt import records
+from nova_pci_mdev.virt.libvirt.emulated import host as emulated
+from nova_pci_mdev.virt.libvirt.emulated import mdevs as mdev_emulated
+from nova_pci_mdev.virt.libvirt.mdev import lifecycle as mdev
 
-SETTINGS = test_host.DEFAULT_SETTINGS
+SETTINGS = host_doubles.DEFAULT_SETTINGS
 GPU, NIC = '0000:84:00.0', '0000:af:00.0'
 KEPT = '11111111-0000-4000-8000-000000000001'
 AP_MATRIX = """
@@ -81,7 +81,7 @@ def _listing():
 
 
 def _discover(listing, held=()):
-    host = host_mod.Host(test_host.DoubleConnection(), nodename='cn1')
+    host = host_mod.Host(host_doubles.DoubleConnection(), nodename='cn1')
     recs = host.discover(SETTINGS, held=held, source=tuple(listing))
     return recs, host.left_out
 

@@ -25,8 +25,8 @@ from nova_pci_mdev.conf import host_checks
 from nova_pci_mdev.pci import capacity
 from nova_pci_mdev.tests.fixtures import fakelibvirt
 from nova_pci_mdev.virt.libvirt import host as host_mod
-from nova_pci_mdev.virt.libvirt import nvidia_vf
 from nova_pci_mdev.virt.libvirt import slots
+from nova_pci_mdev.virt.libvirt.nvidia import vf as nvidia_vf
 
 GPU1, GPU2 = '0000:84:00.0', '0000:85:00.0'
 MDEVS = ('4b20d080-1b54-4048-85b3-a6a62d165c01',
