@@ -8,8 +8,6 @@ test. The spawn smoke runs against a stand-in for stestr, a real child
 process too, in a temporary tree.
 """
 
-import importlib.machinery
-import importlib.util
 import os
 import re
 import subprocess
@@ -21,9 +19,7 @@ import fixtures
 import testtools
 
 from nova_pci_mdev.tests.fixtures import output
-
-TOOL = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'tools',
-                    'check-patches')
+from nova_pci_mdev.tests.fixtures import tools
 
 HANGS = r'''
 import sys, time
@@ -38,11 +34,7 @@ print("{0} nova.tests.A.test_one [1.0s] ... ok", flush=True)
 
 
 def load_tool():
-    loader = importlib.machinery.SourceFileLoader('check_patches', TOOL)
-    spec = importlib.util.spec_from_loader('check_patches', loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return tools.load('check-patches')
 
 
 class WatchdogTest(testtools.TestCase):

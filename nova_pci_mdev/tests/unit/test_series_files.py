@@ -5,7 +5,9 @@ order, or the README. Each message's subject says ``[PATCH n/N]`` with its
 own position and the length of the series, its title fits the 72 columns
 of an OpenStack commit title, its message is wrapped at 72 columns (trailers
 excepted), and it ends with one ``Signed-off-by:`` and one ``Change-Id:``
-(``I`` and 40 hex digits) that no other patch uses.
+(``I`` and 40 hex digits) that no other patch uses. Only the last patch
+may say ``Implements:`` (it completes the blueprint); the others say
+``Partial-Implements:``.
 
 Two subdirectories hold what goes beside the series: ``placement/``, a
 series of its own for openstack-placement (the same rules, numbered from
@@ -32,6 +34,9 @@ SUBJECT = re.compile(r'^\[PATCH (\d+)/(\d+)\] (\S.*)$')
 CHANGE_ID = re.compile(r'^Change-Id: (I[0-9a-f]{40})$', re.M)
 SIGNED_OFF = re.compile(r'^Signed-off-by: .+ <[^<>@\s]+@[^<>\s]+>$', re.M)
 TRAILER = re.compile(r'^[A-Z][A-Za-z-]+: ')
+#: the blueprint trailers: only the patch completing it says Implements:
+IMPLEMENTS = re.compile(r'^Implements: ', re.M)
+PARTIALLY = re.compile(r'^Partially-Implements: ', re.M)
 WIDTH = 72
 
 
@@ -119,6 +124,13 @@ def _file_problems(index, total, name, subject, message):
         if len(line) > WIDTH and not TRAILER.match(line):
             out.append('%s: message line of %d characters: %r'
                        % (name, len(line), line))
+    if IMPLEMENTS.search(message) and index != total:
+        out.append('%s: Implements: on patch %d of %d; only the last one '
+                   'completes the blueprint, the others say '
+                   'Partial-Implements:' % (name, index, total))
+    if PARTIALLY.search(message):
+        out.append('%s: Partially-Implements: is spelled '
+                   'Partial-Implements:' % name)
     for rule, trailer in ((SIGNED_OFF, 'Signed-off-by'),
                           (CHANGE_ID, 'Change-Id')):
         if len(rule.findall(message)) != 1:
@@ -154,6 +166,11 @@ class TestSeriesFiles(testtools.TestCase):
             'exactly one Change-Id': ([good, second[:2] + (
                 second[2].replace('Change-Id: I1', 'Change-Id: X1'),)], []),
             'also the one of 0001': ([good, second[:2] + (good[2],)], []),
+            'Implements: on patch 1 of 2': ([good[:2] + (
+                'Implements: blueprint b\n' + good[2],), second], []),
+            'spelled Partial-Implements:': ([good[:2] + (
+                'Partially-Implements: blueprint b\n' + good[2],), second],
+                []),
         }
         for expected, (patches, others) in cases.items():
             found = problems(patches, others)
