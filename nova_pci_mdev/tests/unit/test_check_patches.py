@@ -179,3 +179,35 @@ class SpawnSmokeTest(testtools.TestCase):
         self.assertIn(self.tool.SMOKE_TARGET, str(error))
         with open(target) as f:
             self.assertEqual('# Nova has a test of that name\n', f.read())
+
+
+class PrefixRangeTest(testtools.TestCase):
+    """--prefixes: which prefixes a run checks, and the errors for a typo."""
+
+    def setUp(self):
+        super().setUp()
+        self.tool = load_tool()
+        self.output = self.useFixture(output.CapturedStreams())
+
+    def test_range_is_inclusive_and_unset_means_every_prefix(self):
+        args = self.tool.parse_args(['--prefixes', '17-29'])
+        self.assertEqual((17, 29), args.prefixes)
+        checked = [i for i in range(1, 31)
+                   if self.tool.in_range(args.prefixes, i)]
+        self.assertEqual(list(range(17, 30)), checked)
+        everything = self.tool.parse_args([])
+        self.assertIsNone(everything.prefixes)
+        self.assertTrue(self.tool.in_range(everything.prefixes, 1))
+
+    def test_a_bad_range_names_the_option_the_value_and_the_rule(self):
+        for value in ('17', '29-17', '0-3', 'a-b', '3-4x'):
+            self.assertRaises(SystemExit, self.tool.parse_args,
+                              ['--prefixes', value])
+            self.assertIn("--prefixes: '%s' is not FIRST-LAST with 1 <= "
+                          "FIRST <= LAST" % value, self.output.stderr)
+
+    def test_a_range_and_final_only_are_refused_together(self):
+        self.assertRaises(SystemExit, self.tool.parse_args,
+                          ['--prefixes', '1-3', '--final-only'])
+        self.assertIn('--prefixes checks prefixes; --final-only checks none',
+                      self.output.stderr)
