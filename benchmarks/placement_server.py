@@ -12,9 +12,10 @@ line (:func:`benchmarks.timing.serve`):
 * ``query`` ``{query, settings, timeout, memory_mb, profile}``: one
   ``GET /allocation_candidates?<query>``, in a child process; with
   ``profile`` the child runs it under :mod:`cProfile` and also answers how
-  often Placement called the functions :data:`COUNTED` names (the work
-  :mod:`benchmarks.placement_work` predicts; the timings of such a run
-  are the profiler's, not Placement's).
+  often Placement called the functions :data:`COUNTED` names and how many
+  pairs of its answer's allocation requests differ in their group
+  mappings only (the work :mod:`benchmarks.placement_work` predicts; the
+  timings of such a run are the profiler's, not Placement's).
 
 Placement runs unmodified, as ``placement.deploy.loadapp`` builds it for
 its own functional tests (``PlacementFixture`` without wsgi-intercept:
@@ -42,6 +43,7 @@ runs in a child; the parent's copy is untouched), one child at a time,
 and no child outlives its request.
 """
 
+import collections
 import gc
 import hashlib
 import inspect
@@ -192,6 +194,21 @@ def _calls(profile):
     return counts
 
 
+def _mapping_only_pairs(body):
+    """Pairs of allocation requests in an ``/allocation_candidates``
+    answer that allocate the same amounts on the same providers and differ
+    in their group mappings only. Placement 16's ``AllocationRequest``
+    hashes its resources without the mappings, so these are the pairs that
+    share a hash in its candidate set: each was compared at least once
+    when the later one was added (the set has no deletions, so every entry
+    of that hash lies on the new entry's probe sequence before a free
+    slot)."""
+    same = collections.Counter(
+        json.dumps(ar['allocations'], sort_keys=True)
+        for ar in body['allocation_requests'])
+    return sum(k * (k - 1) // 2 for k in same.values())
+
+
 def _child(placement, query, settings, memory_mb, out, profile=False):
     """Body of the forked child: run the query, write the result."""
     code = 0
@@ -229,6 +246,7 @@ def _child(placement, query, settings, memory_mb, out, profile=False):
                           for rp in ar['allocations']})}
             if profiler:
                 result['calls'] = _calls(profiler)
+                result['mapping_only_pairs'] = _mapping_only_pairs(body)
     except MemoryError:
         result = {'status': 'memory'}
         code = 3

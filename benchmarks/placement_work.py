@@ -20,9 +20,11 @@ tree (:mod:`benchmarks.placement_trees`), the query and the settings:
   products on the same providers with the same amounts share a hash and
   every new one is compared with each earlier one: ``k * (k - 1) / 2``
   for ``k`` such products (``patches/placement/0001`` hashes the mappings
-  too: 0). CPython's probe sequence can pass one entry more than once,
-  which depends on the hash seed and the table's size, so the calls made
-  are this many or more (up to a third more in the test's small trees).
+  too: 0). That is the number of compared pairs; CPython's probe
+  sequence can pass one entry more than once, depending on the hash seed
+  (string hashes are salted per process) and the table's size, so the
+  ``__eq__`` calls made are this many or more (up to four times as many
+  seen in the test's small tables, where probes revisit slots most).
 
 How the walk goes (Placement 16.0.0): without
 ``optimize_for_wide_provider_trees`` every product of every host is
@@ -40,7 +42,8 @@ Invariants: the providers of one host that can serve a group are
 interchangeable (same capacity and traits: true of every shape of the
 benchmark; :func:`host_model` refuses a tree where it is not), the groups
 are identical (N groups of one unit, or one group of N), and the counts
-are exact (comparisons: a lower bound), not estimates;
+are exact (comparisons: the pairs compared, a lower bound of the calls),
+not estimates;
 ``nova_pci_mdev/tests/functional/test_placement_work.py`` checks them
 against the calls a profiled Placement makes.
 
