@@ -155,9 +155,10 @@ def redesign(results):
     if first_new and first_old and records:
         text += (' Building the objects through oslo.versionedobjects\' '
                  'own constructor costs the first sync %s instructions a '
-                 'record more (%s against %s); every later operation builds '
-                 'nothing, so resync, queries, claims and frees move only '
-                 'by what they read of an object.' % (
+                 'record more (%s against %s). No later operation builds '
+                 'an object: what resync, queries, claims and frees gained '
+                 'or lost is what they read and write of objects through '
+                 'ovo\'s own attributes.' % (
                      report.fmt_count((first_new - first_old) / records),
                      report.fmt_count(first_new / records),
                      report.fmt_count(first_old / records)))

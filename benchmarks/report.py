@@ -322,9 +322,9 @@ def _same_objects(results):
              'the %s objects Nova holds; Nova\'s device list of this host is '
              'the one of its %s row (it lists every slot whether its mdev '
              'exists or not: checked by the runner), so its column is that '
-             'row\'s. Ours: %d runs, medians.' % (
+             'row\'s. Ours: %d run%s.' % (
                  fmt_n(at), fmt_n(fewer), fmt_n(records), fmt_n(at),
-                 fmt_n(at), len(same)), '',
+                 fmt_n(at), len(same), '' if len(same) == 1 else 's'), '',
              '| workload | ours, %s records | ours, %s records | Nova 34.0.0, '
              '%s objects | ratio, same objects |' % (
                  fmt_n(fewer), fmt_n(records), fmt_n(at)),
