@@ -47,6 +47,7 @@ from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import pci_device as objects_pci
 from nova_pci_mdev.pci import allocation
+from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev.pci import numa_fit
 from nova_pci_mdev.pci import placement
@@ -247,7 +248,12 @@ class ComputeHost(object):
             if pools is None:
                 return None
             rows = tx.device_rows() if devices else []
-        tracked = {d.address for d in rows}
+        # The links a tracker gives its devices (capacity and the
+        # provider tree read them: a PF used whole blocks its VFs' slots).
+        table = device_table.DeviceTable()
+        table.devs.update((d.address, d) for d in rows)
+        table.relink()
+        tracked = table.devs
         return StoredView(
             devices=rows, pools=pools, instances=instances,
             unlisted=_unlisted(done.unlisted, tracked) if devices else [],

@@ -33,15 +33,27 @@ _GONE = frozenset(fields.PciDeviceStatus.GONE)
 class DeviceRow(object):
     """One stored device as it was read, for display: its fields as
     attributes (a NULL column reads None, ``extra_info`` as its JSON
-    document), and :meth:`stored` / :meth:`stored_values` as a
-    :class:`PciDevice` has them. Nothing is validated or built, so a view
-    of ten thousand rows costs what reading them costs."""
+    document), :meth:`stored` / :meth:`stored_values` as a
+    :class:`PciDevice` has them, and its relatives' links
+    (``parent_device``, ``child_devices``, set by whoever links the rows).
+    Nothing is validated or built, so a view of ten thousand rows costs
+    what reading them costs."""
 
-    __slots__ = _COLUMN_NAMES
+    __slots__ = _COLUMN_NAMES + ('parent_device', 'child_devices')
 
     def __init__(self, row):
         for name, value in zip(_COLUMN_NAMES, row):
             setattr(self, name, value)
+        self.parent_device = None
+        self.child_devices = []
+
+    @property
+    def is_parent(self):
+        return self.dev_type in fields.PciDeviceType.PARENT_TYPES
+
+    @property
+    def is_child(self):
+        return self.dev_type in fields.PciDeviceType.CHILD_TYPES
 
     def stored(self, name, default=None):
         value = getattr(self, name, None) if name in _COLUMN_NAMES else None
