@@ -174,11 +174,11 @@ class CliHost:
 #: (a GPU, a NIC with its VFs, two drives).
 BASE_NODES = 16
 #: Runs a round of every command on the base and the generated hosts.
-REPEATS = 3
+REPEATS = 1
 #: Runs a round on the base and the smallest host of the growth span: the
 #: CPU above start-up there is a few tens of ms (the noise of one process),
 #: so the median of more runs stands for the round.
-SMALL_REPEATS = 7
+SMALL_REPEATS = 3
 
 
 def generated_host(workdir, n, label=None):

@@ -55,6 +55,7 @@ CREATABLE_PER_GPU = 12
 VFS_PER_PF = 8
 NVMES_PER_GROUP = 2
 NUMA_NODES = 2
+SLOTS_PER_GPU = EXISTING_PER_GPU + CREATABLE_PER_GPU
 RECORDS_PER_GROUP = (1 + EXISTING_PER_GPU + CREATABLE_PER_GPU +
                      1 + VFS_PER_PF + NVMES_PER_GROUP)
 
@@ -137,8 +138,10 @@ class SyntheticHost:
                 sum(1 + len(p.vfs) for p in self.pfs) + len(self.nvmes))
 
 
-def _group_items(group):
-    """(cost in records, cost in nodes, action) of one group, in order."""
+def _group_items(group, existing=EXISTING_PER_GPU):
+    """(cost in records, cost in nodes, action) of one group, in order;
+    ``existing`` of the GPU's 16 slots are existing mdevs, the others
+    still to create."""
     bus_index = group + 1
     domain, bus = bus_index >> 8, bus_index & 0xff
     node = group % NUMA_NODES
@@ -172,9 +175,9 @@ def _group_items(group):
         return action
 
     yield 1, 1, new_gpu
-    for index in range(EXISTING_PER_GPU):
+    for index in range(existing):
         yield 1, 1, add_mdev(index)
-    for _ in range(CREATABLE_PER_GPU):
+    for _ in range(EXISTING_PER_GPU + CREATABLE_PER_GPU - existing):
         yield 1, 0, add_creatable
     yield 1, 1, new_pf
     for index in range(VFS_PER_PF):
@@ -183,8 +186,11 @@ def _group_items(group):
         yield 1, 1, add_nvme(index)
 
 
-def generate(n, unit='records'):
-    """A host with exactly ``n`` device records or node devices."""
+def generate(n, unit='records', existing=EXISTING_PER_GPU):
+    """A host with exactly ``n`` device records or node devices (as Nova
+    counts them: every slot); ``existing``: how many of a GPU's slots are
+    existing mdevs (:data:`SLOTS_PER_GPU`: all of them, so that our side
+    holds one record for every object Nova holds)."""
     if unit not in ('records', 'nodes'):
         raise ValueError('unit must be records or nodes, got %r' % unit)
     if not isinstance(n, int) or n < 1:
@@ -193,7 +199,8 @@ def generate(n, unit='records'):
     count = 0
     group = 0
     while count < n:
-        for records_cost, nodes_cost, action in _group_items(group):
+        for records_cost, nodes_cost, action in _group_items(group,
+                                                             existing):
             cost = records_cost if unit == 'records' else nodes_cost
             if count + cost > n:
                 return host

@@ -29,6 +29,7 @@ import tempfile
 
 from benchmarks import cli
 from benchmarks import hostgen
+from benchmarks import instructions
 from benchmarks import ours
 from benchmarks import report
 from benchmarks import sections
@@ -42,14 +43,23 @@ README = os.path.join(ROOT, 'benchmarks', 'README.md')
 
 FULL_SIZES = (100, 1000, 3000, 10000)
 QUICK_SIZES = (100, 1000)
-#: Runs per size, the same for every side (at least 3 for Nova).
-RUNS = {100: 5, 1000: 7, 3000: 3, 10000: 3}
+#: Runs per size, the same for every side. One at 10,000: a run of Nova's
+#: there is about 200 s of CPU, half an hour on the loaded machine of the
+#: 2026-12-06 run (load 11-16 on 2 cores); the ratios against Nova there
+#: are hundreds to thousands, far from their targets' noise.
+RUNS = {100: 3, 1000: 3, 3000: 2, 10000: 1}
 QUICK_RUNS = 3
 DISCOVERY_RUNS = 5
 CLI_SIZES = (1000, 3000, 10000)
 QUICK_CLI_SIZES = (100, 1000)
-CLI_RUNS = 9
+CLI_RUNS = 3
 STARTUP_RUNS = 7
+#: The size of the same-objects row, and its key in the tracker results.
+SAME_N = 10000
+SAME = 'same'
+#: The code the instruction counts are compared with: the last commit
+#: before issue 30's redesign (objects on ovo internals).
+BASELINE = 'fcd5485'
 
 
 def log(message):
@@ -86,7 +96,17 @@ def machine():
                                         version % 1000)
     except Exception as exc:   # reported, not fatal
         info['libvirt'] = 'unavailable (%s)' % exc
+    info['commit'] = _git('rev-parse', 'HEAD')
+    # Uncommitted changes to what is measured make the commit a lie.
+    info['dirty'] = bool(_git('status', '--porcelain', '--',
+                              'nova_pci_mdev', 'benchmarks', 'setup.cfg'))
     return info
+
+
+def _git(*args):
+    done = subprocess.run(['git', '-C', ROOT] + list(args),
+                          capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def ensure_nova_venv(path):
@@ -122,6 +142,21 @@ def write_inputs(workdir, sizes, discovery_sizes):
         with open(item['devices'], 'w') as f:
             json.dump(hostgen.nova_devices(host), f)
         inputs[n] = item
+    if SAME_N in sizes:
+        # Every GPU slot an existing mdev: one record of ours for every
+        # object of Nova's, whose device list is that of SAME_N itself
+        # (Nova lists every slot, existing or not).
+        host = hostgen.generate(SAME_N, existing=hostgen.SLOTS_PER_GPU)
+        records = hostgen.records(host)
+        if hostgen.nova_devices(host) != hostgen.nova_devices(
+                hostgen.generate(SAME_N)):
+            raise SystemExit('benchmark: the same-objects host is not '
+                             'the same device list on Nova\'s side')
+        item = {'records': os.path.join(workdir, 'records-same.json'),
+                'remove': ours.removed_address(records)}
+        with open(item['records'], 'w') as f:
+            json.dump(records, f)
+        inputs[SAME] = item
     hosts = {}
     for n in discovery_sizes:
         hosts[n] = os.path.join(workdir, 'host-nodes-%d.xml' % n)
@@ -142,9 +177,17 @@ def nova_plan(workdir):
 
 
 def run_tracker(workers, inputs, runs):
-    """``{side: {N: [reply, ...]}}``, the sides interleaved run by run."""
+    """``{side: {N: [reply, ...]}}``, the sides interleaved run by run;
+    the same-objects host (key :data:`SAME`) on our side only."""
     results = {side: {} for side in workers}
     for n, item in inputs.items():
+        if n == SAME:
+            for index in range(runs[SAME_N]):
+                results['ours'].setdefault(SAME, []).append(
+                    workers['ours'].ask('tracker', n=SAME,
+                                        records=item['records']))
+            log('tracker: the same-objects host done')
+            continue
         for index in range(runs[n]):
             for side, worker in workers.items():
                 if side == 'nova':
@@ -169,6 +212,51 @@ def run_discovery(mine, floor, hosts, runs):
                 floor.ask('discovery', host=path))
         log('discovery: %d node devices done' % n)
     return results
+
+
+def run_instructions(inputs, sizes, baseline, workdir):
+    """``{'ours': {N: counts}, 'baseline': {'commit': ..., N: counts}}``
+    (benchmarks.instructions) at the two sizes of the growth span."""
+    span = [n for n in report.growth_span(sizes) if n in inputs]
+    out = {'ours': {}}
+    tree = None
+    if baseline:
+        tree = instructions.baseline_tree(baseline, workdir)
+        out['baseline'] = {'commit': subprocess.run(
+            ['git', '-C', ROOT, 'rev-parse', baseline], check=True,
+            capture_output=True, text=True).stdout.strip()}
+    for n in span:
+        out['ours'][n] = instructions.count(inputs[n]['records'])
+        log('instructions: %d devices (ours) done' % n)
+        if tree:
+            out['baseline'][n] = instructions.count(inputs[n]['records'],
+                                                    tree)
+            log('instructions: %d devices (%s) done' % (n, baseline))
+    return out
+
+
+class _Background:
+    """``func(*args)`` in a thread (it waits on child processes);
+    :meth:`result` joins it and returns or raises what it did."""
+
+    def __init__(self, func, *args):
+        import threading
+        self._out = {}
+
+        def target():
+            try:
+                self._out['value'] = func(*args)
+            except BaseException as exc:    # re-raised by result()
+                self._out['error'] = exc
+
+        self._thread = threading.Thread(target=target, daemon=True)
+        self._thread.start()
+
+    def result(self):
+        self._thread.join()
+        if 'error' in self._out:
+            raise self._out['error']
+        return self._out['value']
 
 
 def run_cli(workdir, sizes, runs, startup_runs):
@@ -204,6 +292,12 @@ def parse_args(argv):
     parser.add_argument('--no-cli', action='store_true',
                         help='skip the CLI process rows')
     parser.add_argument('--nova-venv', default=NOVA_VENV)
+    parser.add_argument('--baseline', default=None,
+                        help='a commit whose instruction counts are given '
+                        'beside ours (default: %s for a full run)'
+                        % BASELINE)
+    parser.add_argument('--no-instructions', action='store_true',
+                        help='skip the callgrind counts')
     parser.add_argument('--output', default=None,
                         help='Markdown results (default: %s and %s for a '
                         'full run, none for --quick); "-" for stdout only'
@@ -245,12 +339,22 @@ def main(argv=None):
             results['nova_about'] = workers['nova'].ask('about')
         workers['floor'] = Worker([sys.executable, '-m', 'benchmarks.floors',
                                    '--serve'], 'floors')
+        # Instruction counts do not depend on the machine's load: they
+        # run beside the timed workloads instead of after them.
+        counting = None
+        if not args.no_instructions and instructions.available():
+            counting = _Background(run_instructions, inputs, sizes,
+                                   args.baseline or (
+                                       None if args.quick else BASELINE),
+                                   workdir)
         results['tracker'] = run_tracker(workers, inputs, runs)
         results['discovery'] = run_discovery(
             workers['ours'], workers['floor'], hosts,
             QUICK_RUNS if args.quick else DISCOVERY_RUNS)
         for worker in workers.values():
             worker.close()
+        if counting is not None:
+            results['instructions'] = counting.result()
         if cli_sizes:
             results['cli'] = run_cli(workdir, cli_sizes, cli_runs,
                                      QUICK_RUNS if args.quick

@@ -75,11 +75,24 @@ def cmd_check_config(args, out):
     return common.EXIT_INVALID if errors else common.EXIT_OK
 
 
+def _view(args, tree=False):
+    """What ``devices``, ``pools`` and ``inventory`` show: the host's
+    :meth:`~.ComputeHost.stored_view` when its last sync still holds (no
+    tracker is built), else a :meth:`~.ComputeHost.snapshot` (a sync);
+    either has ``devices``, ``unlisted``, ``pools``, ``instances``,
+    ``placement_used`` and ``missing``. Returns ``(compute, view, tree)``
+    (``tree`` None unless asked for)."""
+    compute = common.build_compute_host(args, common.load_settings(args))
+    view = compute.stored_view()
+    if view is not None:
+        return compute, view, compute.stored_tree(view) if tree else None
+    snap = compute.snapshot(tree=tree)
+    return compute, snap, snap.tree
+
+
 def cmd_devices(args, out):
     from nova_pci_mdev.cmd import render
-    settings = common.load_settings(args)
-    compute = common.build_compute_host(args, settings)
-    snap = compute.snapshot(tree=False)
+    compute, snap, _tree = _view(args)
     instances, tracked = len(snap.instances), len(snap.devices)
     notes = list(render.missing_lines(snap.missing, snap.devices))
     unlisted = {d.address for d in snap.unlisted}
@@ -102,24 +115,22 @@ def cmd_devices(args, out):
 
 def cmd_pools(args, out):
     from nova_pci_mdev.cmd import render
-    compute = common.build_compute_host(args, common.load_settings(args))
-    pools = compute.snapshot(tree=False).pools
+    _compute, view, _tree = _view(args)
     if args.format == 'json':
-        out.write(render.to_json(render.pool_dicts(pools)) + '\n')
+        out.write(render.to_json(render.pool_dicts(view.pools)) + '\n')
     else:
-        out.write(render.pool_table(pools) + '\n')
+        out.write(render.pool_table(view.pools) + '\n')
     return common.EXIT_OK
 
 
 def cmd_inventory(args, out):
     from nova_pci_mdev.cmd import render
-    compute = common.build_compute_host(args, common.load_settings(args))
-    snap = compute.snapshot()
+    _compute, view, tree = _view(args, tree=True)
     if args.format == 'json':
         out.write(render.to_json(render.inventory_dict(
-            snap.tree, snap.placement_used)) + '\n')
+            tree, view.placement_used)) + '\n')
     else:
-        out.write(render.inventory_table(snap.tree, snap.placement_used)
+        out.write(render.inventory_table(tree, view.placement_used)
                   + '\n')
     return common.EXIT_OK
 

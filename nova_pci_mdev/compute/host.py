@@ -47,6 +47,7 @@ from nova_pci_mdev.objects import extra_info
 from nova_pci_mdev.objects import fields
 from nova_pci_mdev.objects import pci_device as objects_pci
 from nova_pci_mdev.pci import allocation
+from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
 from nova_pci_mdev.pci import numa_fit
 from nova_pci_mdev.pci import placement
@@ -108,6 +109,25 @@ class Snapshot:
     #: reboot, or defined but stopped): a session that may change the
     #: host recreates them; a view only reports them.
     missing: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredView:
+    """What the store says of a host whose last sync still holds
+    (:meth:`ComputeHost.stored_view`): device rows sorted by address, the
+    discovered records no device spec covers, the pools, the instance
+    records, the amount held through the Placement path, the allocated
+    mdevs the host does not run, and the last sync's host problems and
+    vGPU states."""
+
+    devices: list
+    pools: object
+    instances: dict
+    unlisted: list
+    placement_used: dict
+    missing: tuple
+    problems: list
+    vgpu_states: dict
 
 
 class _DryRun(Exception):
@@ -198,10 +218,7 @@ class ComputeHost(object):
         with self.session(change_host=False) as s:
             tracked = s.tracker.devices
             devices = sorted(tracked.values(), key=lambda d: d.address)
-            unlisted = sorted(
-                (objects_pci.PciDevice.create(rec) for rec in s.unlisted
-                 if rec['address'] not in tracked),
-                key=lambda d: d.address)
+            unlisted = _unlisted(s.unlisted, tracked)
             return Snapshot(
                 devices=devices, unlisted=unlisted,
                 pools=s.tracker.stats.to_pool_list(),
@@ -211,20 +228,60 @@ class ComputeHost(object):
                     s.instances.values()),
                 missing=claims.missing_mdevs(devices))
 
+    def stored_view(self, devices=True):
+        """What :meth:`snapshot` would show, read from the store without
+        building a tracker, when the last sync applied what the host lists
+        now (:func:`.synced.still_applied`); else None (then a session
+        must sync: :meth:`snapshot`). ``devices`` are
+        :class:`~nova_pci_mdev.store.rows.DeviceRow` objects (not
+        validated, for display), ``unlisted`` the records no device spec
+        covers; with ``devices=False`` neither is read. The host is only
+        read; nothing is written.
+        """
+        with self.store.transaction(immediate=False) as tx:
+            instances, busy = tx.load_held()
+            held = [d for d in busy if d.dev_type == DevType.MDEV_VF]
+            done = synced.still_applied(
+                tx, self.host, self.vgpus, self.settings,
+                [claims.slot_of(d) for d in held], claims.moved_mdevs(held))
+            pools = tx.pools() if done is not None else None
+            if pools is None:
+                return None
+            rows = tx.device_rows() if devices else []
+        # The links a tracker gives its devices (capacity and the
+        # provider tree read them: a PF used whole blocks its VFs' slots).
+        table = device_table.DeviceTable()
+        table.devs.update((d.address, d) for d in rows)
+        table.relink()
+        tracked = table.devs
+        return StoredView(
+            devices=rows, pools=pools, instances=instances,
+            unlisted=_unlisted(done.unlisted, tracked) if devices else [],
+            placement_used=allocation.placement_used(instances.values()),
+            missing=claims.missing_mdevs(rows),
+            problems=list(done.problems), vgpu_states=done.vgpu_states)
+
+    def stored_tree(self, view):
+        """The provider tree of a :meth:`stored_view` (as
+        :meth:`provider_tree` builds it from a tracker)."""
+        return placement.build_provider_tree(
+            self.nodename, self.root_uuid, view.devices,
+            placement_held=_placement_held(view.instances))
+
     def host_problems(self):
         """``(conf.host_checks problems, vGPU states read)`` after a
-        read-only session's sync."""
+        read-only session's sync (none when the last sync's still holds:
+        its problems are the note's)."""
+        view = self.stored_view(devices=False)
+        if view is not None:
+            return view.problems, view.vgpu_states
         with self.session(change_host=False) as s:
             return list(s.host_problems), s.vgpu_states
-
-    def _placement_held(self, s):
-        return {uuid for uuid, rec in s.instances.items()
-                if rec.get('allocations')}
 
     def _tree(self, s):
         return placement.build_provider_tree(
             self.nodename, self.root_uuid, s.tracker.devices.values(),
-            placement_held=self._placement_held(s))
+            placement_held=_placement_held(s.instances))
 
     def provider_tree(self):
         """The Placement provider tree; the host is only read."""
@@ -410,3 +467,18 @@ class ComputeHost(object):
             if instance_uuid in s.instances:
                 s.tx.delete_instance(instance_uuid)
             return freed
+
+
+def _placement_held(instances):
+    """The instances (of ``{uuid: record}``) whose slots came through the
+    Placement path."""
+    return {uuid for uuid, rec in instances.items()
+            if rec.get('allocations')}
+
+
+def _unlisted(records, tracked):
+    """The records no device spec covers (``records`` not in ``tracked``,
+    a set or mapping of addresses) as devices sorted by address."""
+    return sorted((objects_pci.PciDevice.create(rec) for rec in records
+                   if rec['address'] not in tracked),
+                  key=lambda d: d.address)

@@ -104,6 +104,32 @@ class Outcome:
     note: dict | None       # to record, when the sync ran
 
 
+def still_applied(tx, host, vgpus, settings, held, moved=()):
+    """The :class:`Outcome` of the last sync (``report`` None) when what
+    the host lists now is the input it applied (:func:`bring_in_line`
+    would skip the sync), else None: then the devices table may not say
+    what the host has, and only a session's sync can tell."""
+    return _noted(tx, host, vgpus, settings, held, moved,
+                  host.discovery_input())[1]
+
+
+def _noted(tx, host, vgpus, settings, held, moved, source):
+    """``(base digest, Outcome or None)``: the Outcome of the note in
+    ``tx`` when it was written for this very input (``report`` None)."""
+    base = input_key(host, source, settings, held, moved)
+    note = tx.sync_note() or {}
+    if note.get('base') != base:
+        return base, None
+    candidates = list(note.get('vf_candidates') or ())
+    states = vgpus.states(candidates) if candidates else {}
+    if note.get('key') != _with_states(base, states):
+        return base, None
+    host.left_out = _warnings_from(note.get('left_out') or ())
+    return base, Outcome(None, None, list(note.get('unlisted') or ()),
+                         _problems_from(note.get('problems') or ()),
+                         states, None)
+
+
 def _with_states(base, states):
     hasher = hashlib.sha256(base.encode('ascii'))
     hasher.update(repr(sorted(states.items())).encode('utf-8',
@@ -123,19 +149,12 @@ def bring_in_line(tx, tracker, host, vgpus, settings, held, moved=()):
     UUIDs of held slots the host lists elsewhere (:func:`input_key`).
     """
     source = host.discovery_input()
-    base = input_key(host, source, settings, held, moved)
-    note = tx.sync_note() or {}
-    if note.get('base') == base:
-        candidates = list(note.get('vf_candidates') or ())
-        states = vgpus.states(candidates) if candidates else {}
-        if note.get('key') == _with_states(base, states):
-            kept = tuple(address for address, dev in tracker.devices.items()
-                         if device_table.is_missing(dev))
-            host.left_out = _warnings_from(note.get('left_out') or ())
-            return Outcome(manager.SyncReport((), (), (), kept), None,
-                           list(note.get('unlisted') or ()),
-                           _problems_from(note.get('problems') or ()),
-                           states, None)
+    base, noted = _noted(tx, host, vgpus, settings, held, moved, source)
+    if noted is not None:
+        kept = tuple(address for address, dev in tracker.devices.items()
+                     if device_table.is_missing(dev))
+        noted.report = manager.SyncReport((), (), (), kept)
+        return noted
     raw = host.discover(settings, held=held, source=source)
     candidates = (nvidia_vf.candidate_addresses(raw)
                   if vgpus.sysfs is not None else [])
@@ -159,13 +178,18 @@ def bring_in_line(tx, tracker, host, vgpus, settings, held, moved=()):
 def save(tx, tracker):
     """Write what a session changed in ``tracker``: only the devices whose
     fields differ from their rows (a relative a claim touched without
-    setting anything is not written again), and the deleted ones."""
+    setting anything is not written again), and the deleted ones; and the
+    pools they make (:meth:`.store.rows.Transaction.pools`, what views
+    read without building a tracker) when anything was written or none
+    are recorded."""
     changed, deleted = tracker.pop_changes()
     changed = [d for d in changed if d.obj_what_changed()]
     tx.save_devices(changed)
     tx.delete_devices(deleted)
     for dev in changed:
         dev.obj_reset_changes()
+    if changed or deleted or tx.pools() is None:
+        tx.put_pools(tracker.stats.to_pool_list())
 
 
 def _problem_doc(problem):

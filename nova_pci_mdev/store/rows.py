@@ -24,6 +24,47 @@ _BUSY = frozenset((fields.PciDeviceStatus.CLAIMED,
 _SHOWN = 5
 #: store_info key of the last sync's note (a JSON document).
 SYNC_NOTE = 'sync_note'
+#: store_info key of the pools of the devices table as the last session
+#: that changed it left them (their oslo.versionedobjects primitive).
+POOLS = 'pools'
+_GONE = frozenset(fields.PciDeviceStatus.GONE)
+
+
+class DeviceRow(object):
+    """One stored device as it was read, for display: its fields as
+    attributes (a NULL column reads None, ``extra_info`` as its JSON
+    document), :meth:`stored` / :meth:`stored_values` as a
+    :class:`PciDevice` has them, and its relatives' links
+    (``parent_device``, ``child_devices``, set by whoever links the rows).
+    Nothing is validated or built, so a view of ten thousand rows costs
+    what reading them costs."""
+
+    __slots__ = _COLUMN_NAMES + ('parent_device', 'child_devices')
+
+    def __init__(self, row):
+        for name, value in zip(_COLUMN_NAMES, row):
+            setattr(self, name, value)
+        self.parent_device = None
+        self.child_devices = []
+
+    @property
+    def is_parent(self):
+        return self.dev_type in fields.PciDeviceType.PARENT_TYPES
+
+    @property
+    def is_child(self):
+        return self.dev_type in fields.PciDeviceType.CHILD_TYPES
+
+    def stored(self, name, default=None):
+        value = getattr(self, name, None) if name in _COLUMN_NAMES else None
+        return default if value is None else value
+
+    def stored_values(self, names):
+        return tuple(self.stored(n) for n in names)
+
+    def __contains__(self, name):
+        """Whether field ``name`` holds a value (``name in device``)."""
+        return self.stored(name) is not None
 
 
 class Transaction(object):
@@ -52,8 +93,9 @@ class Transaction(object):
 
     # -- devices -----------------------------------------------------------
 
-    def load_devices(self):
-        """Every stored device as a :class:`PciDevice` (by address).
+    def load_devices(self, where=None, args=()):
+        """Every stored device as a :class:`PciDevice` (by address), or
+        those of the SQL condition ``where`` (with ``args``).
 
         Each column goes through its field's setter (its validation); a
         NULL in a column whose field is not nullable leaves the field
@@ -65,8 +107,10 @@ class Transaction(object):
         extra_at = _COLUMN_NAMES.index('extra_info')
         devices = []
         with self.sql('load devices') as conn:
-            for row in conn.execute('SELECT %s FROM devices ORDER BY address'
-                                    % ', '.join(_COLUMN_NAMES)):
+            for row in conn.execute(
+                    'SELECT %s FROM devices %sORDER BY address'
+                    % (', '.join(_COLUMN_NAMES),
+                       'WHERE %s ' % where if where else ''), args):
                 try:
                     values = {name: value
                               for name, value in zip(_COLUMN_NAMES, row)
@@ -80,6 +124,34 @@ class Transaction(object):
                     raise self._store.error(
                         'stored device %s is invalid: %s' % (row[0], exc))
         return devices
+
+    def device_rows(self):
+        """Every stored device the tracker would hold (not removed or
+        deleted) as a :class:`DeviceRow`, by address; a row whose
+        ``extra_info`` is not a JSON object is the store's StoreError."""
+        extra_at = _COLUMN_NAMES.index('extra_info')
+        status_at = _COLUMN_NAMES.index('status')
+        out = []
+        with self.sql('read devices') as conn:
+            for row in conn.execute('SELECT %s FROM devices ORDER BY address'
+                                    % ', '.join(_COLUMN_NAMES)):
+                if row[status_at] is None or row[status_at] in _GONE:
+                    continue
+                dev = DeviceRow(row)
+                dev.extra_info = self._loads('device %s' % row[0],
+                                             row[extra_at])
+                if not isinstance(dev.extra_info, dict):
+                    raise self._store.error('stored device %s is invalid: '
+                                            'extra_info is not an object'
+                                            % row[0])
+                out.append(dev)
+        return out
+
+    def _busy_devices(self):
+        """The devices in use (claimed, allocated), as :meth:`load_devices`
+        makes them."""
+        marks = ', '.join('?' * len(_BUSY))
+        return self.load_devices('status IN (%s)' % marks, tuple(_BUSY))
 
     def save_devices(self, devices):
         """Insert or replace the rows of ``devices`` (by address)."""
@@ -126,6 +198,30 @@ class Transaction(object):
             conn.execute('INSERT OR REPLACE INTO store_info (key, value) '
                          'VALUES (?, ?)', (SYNC_NOTE, text))
 
+    # -- the pools a session left ---------------------------------------------
+
+    def pools(self):
+        """The :class:`PciDevicePoolList` :meth:`put_pools` recorded, or
+        None (none recorded, or not one this code reads: the caller then
+        builds the pools from the devices)."""
+        from nova_pci_mdev.objects import pci_device_pool
+        with self.sql('read the pools') as conn:
+            row = conn.execute('SELECT value FROM store_info WHERE key = ?',
+                               (POOLS,)).fetchone()
+        if row is None:
+            return None
+        try:
+            return pci_device_pool.PciDevicePoolList.obj_from_primitive(
+                json.loads(row[0]))
+        except Exception:   # any unreadable summary: rebuilt, never trusted
+            return None
+
+    def put_pools(self, pools):
+        text = self._dumps('the pools', pools.obj_to_primitive())
+        with self.sql('write the pools') as conn:
+            conn.execute('INSERT OR REPLACE INTO store_info (key, value) '
+                         'VALUES (?, ?)', (POOLS, text))
+
     # -- both, and their agreement -------------------------------------------
 
     def load_state(self):
@@ -141,7 +237,26 @@ class Transaction(object):
         devices = self.load_devices()
         instances = self.instances()
         busy = [d for d in devices if d.status in _BUSY]
-        problems = disagreements(devices, instances, busy)
+        self._check_agree(instances, busy, devices)
+        return devices, instances, busy
+
+    def load_held(self):
+        """``(instances, busy)`` of :meth:`load_state` without loading the
+        free devices, checked the same way (a device an instance's record
+        lists but is not in use is then read by itself)."""
+        instances = self.instances()
+        busy = self._busy_devices()
+        self._check_agree(instances, busy, None)
+        return instances, busy
+
+    def _check_agree(self, instances, busy, devices):
+        if devices is None:
+            def lookup(address):
+                found = self.load_devices('address = ?', (address,))
+                return found[0] if found else None
+        else:
+            lookup = {d.address: d for d in devices}.get
+        problems = disagreements(lookup, instances, busy)
         if problems:
             raise self._store.error(
                 'its devices and instances tables disagree: %s%s (the '
@@ -151,7 +266,6 @@ class Transaction(object):
                 % ('; '.join(problems[:_SHOWN]), '; and %d more'
                    % (len(problems) - _SHOWN) if len(problems) > _SHOWN
                    else ''))
-        return devices, instances, busy
 
     # -- instances ---------------------------------------------------------
 
@@ -188,10 +302,11 @@ class Transaction(object):
             raise self._store.error('%s is not JSON: %s' % (what, exc))
 
 
-def disagreements(devices, instances, busy):
+def disagreements(lookup, instances, busy):
     """What the devices table and the instances table (``{uuid:
     record}``, each record listing its ``devices``) say differently, one
-    text per device; ``busy``: the devices in use among ``devices``.
+    text per device; ``busy``: the devices in use, ``lookup(address)``:
+    the stored device of an address (None if there is none).
     Linear in the records' devices and ``busy``; every device is looked
     at only when a record lists one not in use."""
     listed = {}
@@ -220,13 +335,10 @@ def disagreements(devices, instances, busy):
             problems.append('device %s is %s by instance %s, but instance '
                             '%s lists it' % (dev.address, dev.status,
                                              dev.instance_uuid, owner))
-    rows = None
     for address, uuid in sorted(listed.items()):
         if address in in_use:
             continue
-        if rows is None:
-            rows = {d.address: d for d in devices}
-        dev = rows.get(address)
+        dev = lookup(address)
         problems.append('instance %s lists device %s, %s' % (
             uuid, address, 'which is not in the devices table' if dev is None
             else 'which is %s' % dev.status))

@@ -18,6 +18,7 @@ import sqlite3
 import fixtures
 import testtools
 
+import nova_pci_mdev
 from nova_pci_mdev import data
 from nova_pci_mdev.cmd import cli
 from nova_pci_mdev.compute import synced
@@ -103,6 +104,78 @@ class SyncedTest(testtools.TestCase):
                                  '"product_id": "ffff"'))
         self.assertFalse(self.devices()[VF]['whitelisted'])
         self.assertIn('ffff', self.run_cli('check-config'))
+
+
+class StoredViewTest(SyncedTest):
+    """``devices``, ``pools``, ``inventory`` and ``check-config`` answer
+    from the store without building a tracker when the last sync still
+    holds (ComputeHost.stored_view): the same text as from a session."""
+
+    COMMANDS = (('devices',), ('pools',), ('inventory',), ('check-config',))
+
+    def store_sql(self, sql, *args):
+        conn = sqlite3.connect(os.path.join(self.state, 'state.db'))
+        try:
+            with conn:
+                conn.execute(sql, args)
+        finally:
+            conn.close()
+
+    def outputs(self):
+        return {(fmt,) + command: self.run_cli('--format', fmt, *command)
+                for fmt in ('table', 'json') for command in self.COMMANDS}
+
+    def stored_view(self):
+        settings = nova_pci_mdev.load_settings([self.conf])
+        with nova_pci_mdev.open_compute_host(
+                'test://' + self.host_xml, self.state, settings) as host:
+            return host.stored_view()
+
+    def test_views_from_the_store_equal_a_session(self):
+        self.run_cli('claim', '--extra-spec', 'pci_passthrough:alias=vGPU:1',
+                     '--instance', INSTANCE)
+        view = self.stored_view()
+        self.assertIsNotNone(view)
+        self.assertEqual([INSTANCE], list(view.instances))
+        stored = self.outputs()
+        generation = self.generation()
+        # Without the recorded pools every view syncs in a session (which
+        # records them again): the same text.
+        for key in stored:
+            self.store_sql("DELETE FROM store_info WHERE key = 'pools'")
+            self.assertIsNone(self.stored_view())
+            self.assertEqual(stored[key], self.run_cli('--format', *key),
+                             key)
+        self.assertIsNotNone(self.stored_view())
+        self.assertLess(generation, self.generation())
+
+    def test_a_changed_host_is_not_answered_from_the_store(self):
+        self.devices()
+        self.assertIsNotNone(self.stored_view())
+        with open(self.host_xml) as f:
+            text = f.read()
+        with open(self.host_xml, 'w') as f:
+            f.write(text.replace('<name>pci_%s</name>'
+                                 % re.sub('[:.]', '_', VF),
+                                 '<name>pci_0000_af_03_7</name>'))
+        self.assertIsNone(self.stored_view())
+        self.run_cli('pools')       # syncs
+        self.assertEqual('pci_0000_af_03_7', self.devices()[VF]['dev_id'])
+        self.assertIsNotNone(self.stored_view())
+
+    def test_tables_that_disagree_are_refused_by_a_view_too(self):
+        self.run_cli('claim', '--extra-spec', 'pci_passthrough:alias=vGPU:1',
+                     '--instance', INSTANCE)
+        self.store_sql("UPDATE devices SET status = 'available', "
+                       "instance_uuid = NULL WHERE instance_uuid = ?",
+                       INSTANCE)
+        out, err = io.StringIO(), io.StringIO()
+        code = cli.main(['--connection', 'test://' + self.host_xml,
+                         '--config-file', self.conf, '--state-dir',
+                         self.state, 'pools'], out=out, err=err)
+        self.assertEqual(3, code)
+        self.assertIn('tables disagree', err.getvalue())
+        self.assertIn('which is available', err.getvalue())
 
 
 class DigestTest(testtools.TestCase):
