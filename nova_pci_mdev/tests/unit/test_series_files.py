@@ -5,9 +5,10 @@ order, or the README. Each message's subject says ``[PATCH n/N]`` with its
 own position and the length of the series, its title fits the 72 columns
 of an OpenStack commit title, its message is wrapped at 72 columns (trailers
 excepted), and it ends with one ``Signed-off-by:`` and one ``Change-Id:``
-(``I`` and 40 hex digits) that no other patch uses. Only the last patch
-may say ``Implements:`` (it completes the blueprint); the others say
-``Partial-Implements:``.
+(``I`` and 40 hex digits) that no other patch uses. One patch at most
+says ``Implements:`` (the one completing the blueprint); the others say
+``Partial-Implements:``, follow-ups after it included (0029, virtual mdev
+parents, came after 0028 completed the blueprint).
 
 Two subdirectories hold what goes beside the series: ``placement/``, a
 series of its own for openstack-placement (the same rules, numbered from
@@ -63,6 +64,12 @@ def problems(patches, others, seen=None):
     out = ['stray file in patches/: %s' % name for name in others]
     total = len(patches)
     seen = {} if seen is None else seen
+    implements = [name for name, _, message in patches
+                  if IMPLEMENTS.search(message)]
+    if len(implements) > 1:
+        out.append('Implements: on %s; only one patch completes the '
+                   'blueprint, the others say Partial-Implements:'
+                   % ', '.join(implements))
     for index, (name, subject, message) in enumerate(patches, 1):
         out.extend(_file_problems(index, total, name, subject, message))
         for change_id in CHANGE_ID.findall(message):
@@ -124,10 +131,6 @@ def _file_problems(index, total, name, subject, message):
         if len(line) > WIDTH and not TRAILER.match(line):
             out.append('%s: message line of %d characters: %r'
                        % (name, len(line), line))
-    if IMPLEMENTS.search(message) and index != total:
-        out.append('%s: Implements: on patch %d of %d; only the last one '
-                   'completes the blueprint, the others say '
-                   'Partial-Implements:' % (name, index, total))
     if PARTIALLY.search(message):
         out.append('%s: Partially-Implements: is spelled '
                    'Partial-Implements:' % name)
@@ -166,8 +169,10 @@ class TestSeriesFiles(testtools.TestCase):
             'exactly one Change-Id': ([good, second[:2] + (
                 second[2].replace('Change-Id: I1', 'Change-Id: X1'),)], []),
             'also the one of 0001': ([good, second[:2] + (good[2],)], []),
-            'Implements: on patch 1 of 2': ([good[:2] + (
-                'Implements: blueprint b\n' + good[2],), second], []),
+            'Implements: on 0001-pci-x.patch, 0002-pci-y.patch': ([
+                good[:2] + ('Implements: blueprint b\n' + good[2],),
+                second[:2] + ('Implements: blueprint b\n' + second[2],)],
+                []),
             'spelled Partial-Implements:': ([good[:2] + (
                 'Partially-Implements: blueprint b\n' + good[2],), second],
                 []),
