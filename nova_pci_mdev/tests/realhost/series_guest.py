@@ -366,14 +366,17 @@ def virsh(check, *args, expect=0):
                      expect=expect)
 
 
-def domain_mdevs(check, instance_name):
-    """The mdev UUIDs of the domain's ``<hostdev type='mdev'>``."""
-    xml = virsh(check, 'dumpxml', instance_name).stdout
-    root = ET.fromstring(xml)
+def mdev_uuids(domain_xml):
+    """The mdev UUIDs of a domain's ``<hostdev type='mdev'>``, sorted."""
+    root = ET.fromstring(domain_xml)
     return sorted(
         addr.get('uuid') for hostdev in root.iter('hostdev')
         if hostdev.get('type') == 'mdev'
         for addr in hostdev.iter('address') if addr.get('uuid'))
+
+
+def domain_mdevs(check, instance_name):
+    return mdev_uuids(virsh(check, 'dumpxml', instance_name).stdout)
 
 
 def db_devices(check, where='', args=()):
