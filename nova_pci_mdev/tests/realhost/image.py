@@ -43,7 +43,10 @@ NOVA_SDIST_SHA256 = (
 #: besides the patched Nova: what the VM runs with it (SQLAlchemy as
 #: tools/check-patches pins it for Nova 34.0.0 and Placement 16)
 SERIES_REQUIREMENTS = ('openstack-placement==16.0.0', 'SQLAlchemy<2.1',
-                       'libvirt-python')
+                       'libvirt-python',
+                       # redis needs it on the VM's Python 3.11.2 (the
+                       # host's newer Python does not pull it in)
+                       'async-timeout>=4.0.3')
 #: ``--break-prepare``: the series' driver with the creation of a claimed
 #: mdev that does not exist taken out (the run must then fail)
 BREAK_PREPARE = (
