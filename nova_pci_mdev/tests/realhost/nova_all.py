@@ -202,6 +202,23 @@ def serve_stand_in(kind, port):
 
 # -- Nova and Placement ----------------------------------------------------
 
+def sqlite_waits(timeout_ms=120000):
+    """Every SQLite connection of this process waits for a lock instead of
+    failing at once with "database is locked": the services share the
+    database files from many threads, and under TCG a writer holds its
+    lock longer than sqlite3's default 5 s."""
+    import sqlalchemy
+    from sqlalchemy import engine
+
+    def _on_connect(dbapi_connection, record):
+        if type(dbapi_connection).__module__.startswith('sqlite3'):
+            cursor = dbapi_connection.cursor()
+            cursor.execute('PRAGMA busy_timeout = %d' % timeout_ms)
+            cursor.close()
+
+    sqlalchemy.event.listen(engine.Engine, 'connect', _on_connect)
+
+
 def start_placement(config_dir):
     os.environ['OS_PLACEMENT_CONFIG_DIR'] = config_dir
     from placement import wsgi as placement_wsgi
@@ -268,6 +285,7 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, lambda *a: done.set())
     signal.signal(signal.SIGINT, lambda *a: done.set())
     try:
+        sqlite_waits()
         serve_stand_in('image', PORTS['image'])
         serve_stand_in('network', PORTS['network'])
         start_placement(args.placement_config_dir)

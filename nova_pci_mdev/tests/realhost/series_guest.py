@@ -22,8 +22,10 @@ path (``resources:VGPU=1``) boots a server with an mtty mdev.
 """
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -50,7 +52,7 @@ NOVA_DB = '/var/lib/nova/nova.sqlite'
 API = 'http://127.0.0.1:8774/v2.1'
 PLACEMENT = 'http://127.0.0.1:8778'
 LOG = '/var/log/nova/nova-all.log'
-ACTIVE_TIMEOUT = 600
+ACTIVE_TIMEOUT = 420
 
 _NOVA_CONF = '''[DEFAULT]
 host = realhost
@@ -241,6 +243,22 @@ def log_tail(pattern, lines=40):
     return '\n'.join(text[max(0, i - 5):i + lines])
 
 
+def log_errors(server_id, lines=60):
+    """The Nova log's ERROR lines (tracebacks included) about a server."""
+    try:
+        with open(LOG, errors='replace') as handle:
+            text = handle.read().splitlines()
+    except FileNotFoundError:
+        return '(no log)'
+    found = [line for line in text if ' ERROR ' in line and (
+        server_id in line or 'Traceback' in line or line.split(
+            ' ERROR ', 1)[1].startswith(('nova', 'oslo')))]
+    mine = [i for i, line in enumerate(found) if server_id in line]
+    if not mine:
+        return '(no ERROR line names %s)' % server_id
+    return '\n'.join(found[mine[0]:mine[0] + lines])
+
+
 # -- REST ------------------------------------------------------------------
 
 class Api:
@@ -307,9 +325,13 @@ class Api:
                         'OS-EXT-STS:power_state', 'fault')}))
                 return server
             if status == 'ERROR' and wanted != 'ERROR':
+                self.check.observe('Nova log: errors about %s' % server_id,
+                                   log_errors(server_id))
                 raise record.CheckFailed('server %s went to ERROR: %s' % (
                     server_id, json.dumps(server.get('fault'))[:1500]))
             if time.monotonic() > end:
+                self.check.observe('Nova log: errors about %s' % server_id,
+                                   log_errors(server_id))
                 raise record.CheckFailed(
                     'server %s is %s/%s after %d s, not %s' % (
                         server_id, status,
@@ -317,7 +339,7 @@ class Api:
                         wanted))
             time.sleep(2)
 
-    def delete(self, server_id, timeout=300):
+    def delete(self, server_id, timeout=240):
         self.call('DELETE', API + '/servers/%s' % server_id, expect=204)
         end = time.monotonic() + timeout
         while time.monotonic() < end:
@@ -469,6 +491,28 @@ def wait_for_libvirt(check):
 
 # -- the phases ------------------------------------------------------------
 
+class Steps:
+    """``rec.check`` that also copies the Nova log to the results after
+    each check (a phase that hangs or dies keeps it)."""
+
+    def __init__(self, rec, out):
+        self.rec = rec
+        self.out = out
+
+    @contextlib.contextmanager
+    def check(self, ident, title, required=False):
+        try:
+            with self.rec.check(ident, title, required=required) as check:
+                yield check
+        finally:
+            if os.path.exists(LOG):
+                shutil.copy(LOG, os.path.join(
+                    self.out, 'nova-%s.log' % self.rec.phase))
+
+    def fact(self, key, value):
+        self.rec.fact(key, value)
+
+
 def first_boot(rec, nova):
     state = {}
     with rec.check('series-start', 'the patched nova-compute starts with '
@@ -484,6 +528,15 @@ def first_boot(rec, nova):
             c.run([os.path.join(os.path.dirname(sys.executable),
                                 'nova-manage'), '--config-file', NOVA_CONF]
                   + cmd, timeout=1200, expect=0)
+        # Nova's databases in WAL mode: readers do not wait for a writer
+        for path in (NOVA_DB, '/var/lib/nova/nova_api.sqlite',
+                     '/var/lib/nova/nova_cell0.sqlite'):
+            con = sqlite3.connect(path, timeout=120)
+            try:
+                c.observe('PRAGMA journal_mode=WAL on %s' % path, con.execute(
+                    'PRAGMA journal_mode=WAL').fetchone()[0])
+            finally:
+                con.close()
         c.expect(nova.start(c), 'nova-all did not start: %s'
                  % nova.output[-1500:])
 
@@ -669,9 +722,9 @@ def main(argv=None):
     nova = Nova()
     try:
         if args.phase == 'series':
-            first_boot(rec, nova)
+            first_boot(Steps(rec, args.out), nova)
         else:
-            after_reboot(rec, nova)
+            after_reboot(Steps(rec, args.out), nova)
     except record.Abort as exc:
         print('realhost: phase %s stopped after required check %s failed'
               % (args.phase, exc), flush=True)
