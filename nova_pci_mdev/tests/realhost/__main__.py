@@ -26,6 +26,8 @@ from nova_pci_mdev.tests.realhost import vm
 PHASES = ('scenario', 'reboot')
 #: ``--short`` (CI): one boot, devices to release, no exhaustion, no reboot.
 SHORT_PHASES = ('short',)
+#: ``--series``: the patched Nova on the first boot, then after a reboot.
+SERIES_PHASES = ('series', 'series-reboot')
 KEEP_RUNS = 5
 
 
@@ -43,6 +45,14 @@ def parse_args(argv):
     parser.add_argument('--short', action='store_true',
                         help='one boot: devices, check-config, claim, a '
                         'domain, in-use removals, release (for CI)')
+    parser.add_argument('--series', action='store_true',
+                        help='run the Nova patch series (patches/ on Nova '
+                        '34.0.0, with Placement) in the VM instead of the '
+                        'CLI scenario: two boots')
+    parser.add_argument('--break-prepare', action='store_true',
+                        help='with --series: take the creation of claimed '
+                        'mdevs out of the patched driver (the run must '
+                        'fail)')
     parser.add_argument('--build-only', action='store_true',
                         help='build or refresh the image, boot nothing')
     parser.add_argument('--exec', dest='exec_script', metavar='SCRIPT',
@@ -53,7 +63,12 @@ def parse_args(argv):
                         'docs/REALHOST.md)')
     parser.add_argument('--keep', action='store_true',
                         help='keep the run\'s disk overlay')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.break_prepare:
+        args.series = True
+    if args.series and args.short:
+        parser.error('--series and --short are two different runs')
+    return args
 
 
 def _repo():
@@ -124,7 +139,8 @@ def _refuse(reason):
 def _build_and_boot(args, log, run_dir, facts, started):
     """Build, choose the accelerator, boot; return the results directory
     and phases, or an exit code when there is nothing to report."""
-    img = image.build(log, _repo(), args.cache)
+    img = image.build(log, _repo(), args.cache, series=args.series,
+                      break_prepare=args.break_prepare)
     facts['build_s'] = round(time.monotonic() - started)
     facts['rebuilt'] = img.rebuilt
     facts['kernel_package'] = '%s (%s)' % (img.release, img.version)
@@ -140,7 +156,8 @@ def _build_and_boot(args, log, run_dir, facts, started):
     if args.exec_script:
         return _exec(log, img, run_dir, accel, args.exec_script,
                      args.phase_timeout)
-    phases = SHORT_PHASES if args.short else PHASES
+    phases = (SERIES_PHASES if args.series else
+              SHORT_PHASES if args.short else PHASES)
     results, overlay, timings = _boot_phases(
         log, img, run_dir, accel, phases, args.phase_timeout)
     facts['boots_s'] = {k: round(v) for k, v in timings.items()}

@@ -22,6 +22,9 @@ GUEST_PACKAGES = (
     'systemd-sysv', 'udev', 'kmod', 'procps', 'python3', 'python3-venv',
     'libvirt-daemon-system', 'libvirt-daemon-driver-qemu', 'libvirt-clients',
     'qemu-system-x86', 'mdevctl', 'initramfs-tools', 'busybox',
+    # qemu-img: Nova's libvirt driver (tools/realhost --series) converts
+    # and layers the guests' disks with it
+    'qemu-utils',
 )
 #: Modules the initramfs needs to mount the root disk (MODULES=list).
 INITRAMFS_MODULES = ('virtio_pci', 'virtio_blk', 'ext4')

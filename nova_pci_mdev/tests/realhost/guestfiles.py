@@ -8,7 +8,8 @@ share ``results`` on ``/results``, runs the phase with the project's venv
 (``python -m nova_pci_mdev.tests.realhost.guest --phase NAME``) writing
 ``phase-NAME.log`` and ``phase-NAME.rc`` there, and the unit powers the VM
 off when it ends, whatever happened. Phase ``exec`` runs ``/results/exec.sh``
-instead (for exploring the VM without rebuilding the image).
+instead (for exploring the VM without rebuilding the image); the phases
+``series*`` run :mod:`.series_guest` with the series venv.
 """
 
 from nova_pci_mdev.tests.realhost import steps
@@ -27,6 +28,11 @@ fi
 say "phase $phase starting"
 if [ "$phase" = exec ]; then
     sh /results/exec.sh > /results/phase-exec.log 2>&1
+elif [ "${phase#series}" != "$phase" ]; then
+    # tools/realhost --series: the patched Nova's venv runs the scenario
+    /opt/nova-series/bin/python \
+        -m nova_pci_mdev.tests.realhost.series_guest \
+        --phase "$phase" --out /results > "/results/phase-$phase.log" 2>&1
 else
     /opt/nova-pci-mdev/bin/python -m nova_pci_mdev.tests.realhost.guest \
         --phase "$phase" --out /results > "/results/phase-$phase.log" 2>&1

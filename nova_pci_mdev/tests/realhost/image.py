@@ -21,6 +21,7 @@ of reading: :func:`build` does everything and returns the paths.
 
 import dataclasses
 import glob
+import hashlib
 import os
 import shutil
 
@@ -30,6 +31,34 @@ from nova_pci_mdev.tests.realhost import steps
 
 VENV = '/opt/nova-pci-mdev'
 IMAGE_SIZE = '6G'
+#: ``--series``: the patched Nova and Placement, in their own venv
+SERIES_VENV = '/opt/nova-series'
+NOVA_VERSION = '34.0.0'
+API_PASTE = 'api-paste.ini'
+#: Nova's api-paste.ini as the sdist has it, in the VM
+SERIES_API_PASTE = '/etc/nova/api-paste.ini.dist'
+#: sha256 of nova-34.0.0.tar.gz on PyPI (as tools/check-patches checks it)
+NOVA_SDIST_SHA256 = (
+    '919eef77cda4ce0cc4746a5853b5d9341ebd0ae37bc8b1939eb77d17727c00df')
+#: besides the patched Nova: what the VM runs with it (SQLAlchemy as
+#: tools/check-patches pins it for Nova 34.0.0 and Placement 16)
+SERIES_REQUIREMENTS = ('openstack-placement==16.0.0', 'SQLAlchemy<2.1',
+                       'libvirt-python',
+                       # redis needs it on the VM's Python 3.11.2 (the
+                       # host's newer Python does not pull it in)
+                       'async-timeout>=4.0.3')
+#: ``--break-prepare``: the series' driver with the creation of a claimed
+#: mdev that does not exist taken out (the run must then fail)
+BREAK_PREPARE = (
+    'nova/virt/libvirt/driver.py',
+    """            self._create_mdev(parent, dev.mdev_type, uuid=dev.address)
+            created.append(dev.address)
+""",
+    """            # tools/realhost --break-prepare: the mdev is not created
+            pass
+""")
+GIT = ['git', '-c', 'user.name=realhost', '-c', 'user.email=realhost@localhost',
+       '-c', 'safe.directory=*']
 
 
 def default_cache():
@@ -311,6 +340,128 @@ def build_wheels(log, cache, repo):
     return out, key, True
 
 
+# -- the patched Nova --------------------------------------------------------
+
+def nova_sdist(log, cache):
+    """The Nova 34.0.0 sdist: tools/check-patches' cached copy, else
+    ``pip download`` into the cache; its sha256 is checked."""
+    xdg = os.environ.get('XDG_CACHE_HOME',
+                         os.path.join(os.path.expanduser('~'), '.cache'))
+    name = 'nova-%s.tar.gz' % NOVA_VERSION
+    for path in (os.path.join(xdg, 'nova-pci-mdev', 'check-patches', name),
+                 os.path.join(cache, 'sdist', name)):
+        if os.path.exists(path):
+            break
+    else:
+        os.makedirs(os.path.join(cache, 'sdist'), exist_ok=True)
+        steps.run(log, 'download the Nova %s sdist' % NOVA_VERSION, [
+            os.path.join(cache, 'buildvenv', 'bin', 'pip'), 'download', '-q',
+            '--no-deps', '--no-binary', ':all:', '-d',
+            os.path.join(cache, 'sdist'), 'nova==%s' % NOVA_VERSION],
+            timeout=1800)
+    with open(path, 'rb') as handle:
+        found = hashlib.sha256(handle.read()).hexdigest()
+    if found != NOVA_SDIST_SHA256:
+        raise steps.StepFailed('check the Nova sdist', '%s has sha256 %s, '
+                               'expected %s' % (path, found,
+                                                NOVA_SDIST_SHA256))
+    return path
+
+
+def series_patches(repo):
+    return sorted(glob.glob(os.path.join(repo, 'patches', '[0-9]*.patch')))
+
+
+def build_series_wheels(log, cache, repo, break_prepare=False):
+    """Wheels of Nova 34.0.0 with ``patches/`` applied (``git am``), of
+    Placement and of their dependencies (cached by the patches' digest);
+    return (directory, key, rebuilt)."""
+    patches = series_patches(repo)
+    parts = [NOVA_SDIST_SHA256, *SERIES_REQUIREMENTS]
+    for path in patches:
+        with open(path, 'rb') as handle:
+            parts += [os.path.basename(path), handle.read()]
+    if break_prepare:
+        parts += list(BREAK_PREPARE)
+    key = digest(*parts)
+    out = os.path.join(cache, 'series-wheels' + (
+        '-broken' if break_prepare else ''))
+    if _read_key(out + '.key') == key and os.path.isdir(out):
+        return out, key, False
+    venv = os.path.join(cache, 'buildvenv')
+    if not os.path.exists(os.path.join(venv, 'bin', 'pip')):
+        safe_rmtree(venv)
+        steps.run(log, 'create the wheel-building venv',
+                  ['python3', '-m', 'venv', venv])
+    sdist = nova_sdist(log, cache)
+    work = out + '.tmp'
+    safe_rmtree(work)
+    os.makedirs(work)
+    log.note('applying %d patches to Nova %s' % (len(patches), NOVA_VERSION))
+    steps.run(log, 'unpack the Nova sdist', ['tar', '-xzf', sdist, '-C',
+                                             work])
+    tree = os.path.join(work, 'nova-%s' % NOVA_VERSION)
+    for argv in (['init', '-q'], ['add', '-A'],
+                 ['commit', '-q', '-m', 'nova %s' % NOVA_VERSION]):
+        steps.run(log, 'git %s in the Nova tree' % argv[0], GIT + argv,
+                  cwd=tree)
+    steps.run(log, 'git am patches/ onto Nova %s' % NOVA_VERSION,
+              GIT + ['am', '-q'] + patches, cwd=tree)
+    if break_prepare:
+        path, old, new = BREAK_PREPARE
+        with open(os.path.join(tree, path)) as handle:
+            text = handle.read()
+        if text.count(old) != 1:
+            raise steps.StepFailed('break the mdev preparation', 'the '
+                                   'creation of a claimed mdev is not in %s'
+                                   % path)
+        with open(os.path.join(tree, path), 'w') as handle:
+            handle.write(text.replace(old, new))
+        log.note('--break-prepare: %s no longer creates claimed mdevs'
+                 % path)
+    log.note('building wheels of the patched Nova and Placement')
+    steps.run(log, 'build the series wheels (pip wheel)',
+              [os.path.join(venv, 'bin', 'pip'), 'wheel', '-q',
+               '--disable-pip-version-check', '--wheel-dir',
+               os.path.join(work, 'wheels'), tree,
+               *SERIES_REQUIREMENTS],
+              env=dict(os.environ, PBR_VERSION=NOVA_VERSION), timeout=3600)
+    # the API's paste pipeline is no part of the wheel
+    shutil.copy(os.path.join(tree, 'etc', 'nova', 'api-paste.ini'),
+                os.path.join(work, 'wheels', API_PASTE))
+    safe_rmtree(out)
+    os.replace(os.path.join(work, 'wheels'), out)
+    safe_rmtree(work)
+    _write_key(out + '.key', key)
+    return out, key, True
+
+
+def _install_series(log, root, wheels, project_wheels):
+    """The series venv in the root file system: the patched Nova,
+    Placement and this project (for the scenario's code)."""
+    inside = '/var/tmp/realhost-series-wheels'
+    target = os.path.join(root, inside.lstrip('/'))
+    safe_rmtree(target)
+    shutil.copytree(wheels, target)
+    with open(os.path.join(wheels, API_PASTE)) as handle:
+        _write(root, SERIES_API_PASTE, handle.read())
+    os.unlink(os.path.join(target, API_PASTE))
+    for name in os.listdir(project_wheels):
+        if not os.path.exists(os.path.join(target, name)):
+            shutil.copy(os.path.join(project_wheels, name), target)
+    safe_rmtree(os.path.join(root, SERIES_VENV.lstrip('/')))
+    pip = SERIES_VENV + '/bin/pip'
+    with Chroot(log, root) as chroot:
+        chroot.run('create the VM\'s series venv',
+                   ['python3', '-m', 'venv', SERIES_VENV])
+        chroot.run('install the patched Nova and Placement in the VM',
+                   [pip, 'install', '-q', '--no-index',
+                    '--disable-pip-version-check', '--find-links', inside,
+                    'nova==%s' % NOVA_VERSION, 'nova_pci_mdev',
+                    *SERIES_REQUIREMENTS], timeout=3600)
+    safe_rmtree(target)
+
+
 # -- the image -------------------------------------------------------------
 
 def _install_guest(log, root, release, ko, wheels):
@@ -354,8 +505,12 @@ def _install_guest(log, root, release, ko, wheels):
     safe_rmtree(os.path.join(root, inside.lstrip('/')))
 
 
-def build(log, repo, cache=None):
+def build(log, repo, cache=None, series=False, break_prepare=False):
     """Everything, from nothing or from the cache; returns an :class:`Image`.
+
+    With ``series`` the image also has the series venv (the patched Nova
+    and Placement, see :func:`build_series_wheels`); it is another image
+    (``image-series/``), made from the same root file system.
     """
     cache = cache or default_cache()
     os.makedirs(cache, exist_ok=True)
@@ -367,10 +522,17 @@ def build(log, repo, cache=None):
     rebuilt += ['rootfs'] if new else []
     wheels, wheels_key, new = build_wheels(log, cache, repo)
     rebuilt += ['wheels'] if new else []
+    series_wheels = series_key = None
+    if series:
+        series_wheels, series_key, new = build_series_wheels(
+            log, cache, repo, break_prepare)
+        rebuilt += ['series wheels'] if new else []
     with open(ko, 'rb') as handle:
         ko_digest = digest(handle.read())
-    key = digest(root_key, wheels_key, ko_digest, guestfiles.digest())
-    out = os.path.join(cache, 'image')
+    key = digest(root_key, wheels_key, ko_digest, guestfiles.digest(),
+                 *([series_key] if series else []))
+    out = os.path.join(cache, 'image' + (
+        '-series' if series else '') + ('-broken' if break_prepare else ''))
     disk = os.path.join(out, 'realhost.img')
     result = Image(release, version, disk, os.path.join(out, 'vmlinuz'),
                    os.path.join(out, 'initrd.img'), rebuilt)
@@ -379,6 +541,8 @@ def build(log, repo, cache=None):
         return result
     log.note('assembling the VM image')
     _install_guest(log, root, release, ko, wheels)
+    if series:
+        _install_series(log, root, series_wheels, wheels)
     busy = mounts_under(root)
     if busy:
         raise steps.StepFailed('make the disk image', 'still mounted in the '
@@ -391,6 +555,8 @@ def build(log, repo, cache=None):
               ['mkfs.ext4', '-q', '-F', '-L', 'realhost', '-d', root,
                disk + '.tmp', IMAGE_SIZE], timeout=1800)
     os.replace(disk + '.tmp', disk)
+    # the series venv stays out of the other images made from this root
+    safe_rmtree(os.path.join(root, SERIES_VENV.lstrip('/')))
     shutil.copy(os.path.join(root, 'boot', 'vmlinuz-' + release),
                 result.kernel)
     shutil.copy(os.path.join(root, 'boot', 'initrd.img-' + release),

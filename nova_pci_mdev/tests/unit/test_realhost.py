@@ -8,6 +8,8 @@ tests keep its decisions honest in the fast suite.
 import io
 import json
 import os
+import urllib.error
+import urllib.request
 import xml.etree.ElementTree as ET
 
 import fixtures
@@ -16,9 +18,11 @@ import testtools
 from nova_pci_mdev.tests.realhost import debian
 from nova_pci_mdev.tests.realhost import guestfiles
 from nova_pci_mdev.tests.realhost import image
+from nova_pci_mdev.tests.realhost import nova_all
 from nova_pci_mdev.tests.realhost import record
 from nova_pci_mdev.tests.realhost import report
 from nova_pci_mdev.tests.realhost import scenario
+from nova_pci_mdev.tests.realhost import series_guest
 from nova_pci_mdev.tests.realhost import vm
 
 DEPENDS = '''linux-image-amd64
@@ -306,3 +310,96 @@ class TestScenarioPieces(testtools.TestCase):
         hostdevs = root.findall('devices/hostdev')
         self.assertEqual(['u1'], [h.find('source/address').get('uuid')
                                   for h in hostdevs])
+
+
+class TestSeriesPieces(testtools.TestCase):
+    """The pure parts of tools/realhost --series (the rest runs in the VM
+    with the patched Nova)."""
+
+    def test_api_paste_swaps_the_token_check_for_the_stand_in(self):
+        original = (
+            '[composite:x]\nkeystone = cors faultwrap authtoken '
+            'keystonecontext osapi_compute_app_v21\n')
+        text = nova_all.api_paste(original)
+        self.assertIn(' realhost_identity keystonecontext ', text)
+        self.assertNotIn('authtoken', text)
+        self.assertIn('nova_all:IdentityStandIn.factory', text)
+        self.assertRaises(ValueError, nova_all.api_paste, '[app:x]\n')
+
+    def test_identity_stand_in_is_the_admin(self):
+        seen = {}
+        app = nova_all.IdentityStandIn(lambda env, start: seen.update(env))
+        app({'HTTP_X_AUTH_TOKEN': 'admin:admin'}, None)
+        self.assertEqual(('admin', 'admin', 'Confirmed'), (
+            seen['HTTP_X_USER_ID'], seen['HTTP_X_PROJECT_ID'],
+            seen['HTTP_X_IDENTITY_STATUS']))
+        self.assertIn('admin', seen['HTTP_X_ROLES'].split(','))
+
+    def _get(self, kind, path):
+        httpd = nova_all.serve_stand_in(kind, 0)
+        self.addCleanup(httpd.server_close)
+        self.addCleanup(httpd.shutdown)
+        url = 'http://127.0.0.1:%d%s' % (httpd.server_address[1], path)
+        try:
+            with urllib.request.urlopen(url, timeout=30) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def test_image_stand_in(self):
+        status, body = self._get('image', '/v2/images/%s' % nova_all.IMAGE_ID)
+        self.assertEqual(200, status)
+        record = json.loads(body)
+        self.assertEqual(('active', 'raw', nova_all.IMAGE_SIZE), (
+            record['status'], record['disk_format'], record['size']))
+        status, body = self._get(
+            'image', '/v2/images/%s/file' % nova_all.IMAGE_ID)
+        self.assertEqual((200, b'\0' * nova_all.IMAGE_SIZE), (status, body))
+        status, body = self._get('image', '/v2/schemas/image')
+        self.assertIn('id', json.loads(body)['properties'])
+        self.assertEqual(404, self._get('image', '/v2/images/other')[0])
+
+    def test_network_stand_in_has_no_ports(self):
+        self.assertEqual(
+            (200, {'ports': []}),
+            (lambda r: (r[0], json.loads(r[1])))(self._get(
+                'network', '/v2.0/ports.json?device_id=x')))
+        self.assertEqual(404, self._get('network', '/v2.0/ports/x')[0])
+
+    def test_domain_xml_mdevs(self):
+        xml = """<domain><devices>
+          <hostdev mode='subsystem' type='mdev' model='vfio-pci'>
+            <source><address uuid='b'/></source></hostdev>
+          <hostdev mode='subsystem' type='pci'>
+            <source><address domain='0' bus='1' slot='0' function='0'/>
+            </source></hostdev>
+          <hostdev mode='subsystem' type='mdev' model='vfio-pci'>
+            <source><address uuid='a'/></source></hostdev>
+        </devices></domain>"""
+        self.assertEqual(['a', 'b'], series_guest.mdev_uuids(xml))
+
+    def test_break_prepare_takes_out_a_line_the_series_adds(self):
+        # --break-prepare edits the patched driver; the lines it replaces
+        # must be lines a patch adds, or the run would build nothing broken
+        path, old, _ = image.BREAK_PREPARE
+        added = []
+        for name in image.series_patches(image_repo()):
+            with open(name, encoding='utf-8') as handle:
+                added += [line[1:] for line in handle.read().splitlines()
+                          if line.startswith('+') and
+                          not line.startswith('+++')]
+        for line in old.splitlines():
+            self.assertIn(line, added)
+        self.assertIn('nova/virt/libvirt/driver.py', path)
+
+    def test_series_configs_differ_only_in_the_opt_in(self):
+        self.assertIn('"address": "mtty_mtty"', series_guest.PCI_PATH)
+        self.assertIn('"max_instances": %d' % series_guest.SLOTS,
+                      series_guest.PCI_PATH)
+        self.assertNotIn('device_spec', series_guest.PLACEMENT_PATH)
+        self.assertIn('alias', series_guest.PLACEMENT_PATH)
+
+
+def image_repo():
+    return os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))))
