@@ -315,6 +315,16 @@ def build_rootfs(log, cache, release, version):
 
 # -- wheels ----------------------------------------------------------------
 
+def _wheel_venv(log, cache):
+    """The virtualenv both wheel builds use, created if missing."""
+    venv = os.path.join(cache, 'buildvenv')
+    if not os.path.exists(os.path.join(venv, 'bin', 'pip')):
+        safe_rmtree(venv)
+        steps.run(log, 'create the wheel-building venv',
+                  ['python3', '-m', 'venv', venv])
+    return venv
+
+
 def build_wheels(log, cache, repo):
     """Wheels of the project and its dependencies (cached by tree digest);
     return (directory, key, rebuilt)."""
@@ -322,11 +332,7 @@ def build_wheels(log, cache, repo):
     out = os.path.join(cache, 'wheels')
     if _read_key(out + '.key') == key and os.path.isdir(out):
         return out, key, False
-    venv = os.path.join(cache, 'buildvenv')
-    if not os.path.exists(os.path.join(venv, 'bin', 'pip')):
-        safe_rmtree(venv)
-        steps.run(log, 'create the wheel-building venv',
-                  ['python3', '-m', 'venv', venv])
+    venv = _wheel_venv(log, cache)
     log.note('building wheels of the project and its dependencies')
     work = out + '.tmp'
     safe_rmtree(work)
@@ -388,11 +394,7 @@ def build_series_wheels(log, cache, repo, break_prepare=False):
         '-broken' if break_prepare else ''))
     if _read_key(out + '.key') == key and os.path.isdir(out):
         return out, key, False
-    venv = os.path.join(cache, 'buildvenv')
-    if not os.path.exists(os.path.join(venv, 'bin', 'pip')):
-        safe_rmtree(venv)
-        steps.run(log, 'create the wheel-building venv',
-                  ['python3', '-m', 'venv', venv])
+    venv = _wheel_venv(log, cache)
     sdist = nova_sdist(log, cache)
     work = out + '.tmp'
     safe_rmtree(work)

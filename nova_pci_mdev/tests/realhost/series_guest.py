@@ -34,6 +34,7 @@ import urllib.error
 import urllib.request
 import xml.etree.ElementTree as ET
 
+from nova_pci_mdev.tests.realhost import guest
 from nova_pci_mdev.tests.realhost import record
 
 URI = 'qemu:///system'
@@ -368,19 +369,8 @@ class Api:
 
 # -- the host --------------------------------------------------------------
 
-def sysfs_mdevs():
-    """``{uuid: (parent, type)}`` from the kernel."""
-    found = {}
-    try:
-        names = os.listdir(SYSFS_MDEVS)
-    except FileNotFoundError:
-        return found
-    for name in names:
-        path = os.path.realpath(os.path.join(SYSFS_MDEVS, name))
-        found[name] = (os.path.basename(os.path.dirname(path)),
-                       os.path.basename(os.path.realpath(
-                           os.path.join(path, 'mdev_type'))))
-    return found
+#: ``{uuid: (parent, type)}`` from the kernel, as the CLI scenario reads it
+sysfs_mdevs = guest.Env.sysfs_mdevs
 
 
 def virsh(check, *args, expect=0):
