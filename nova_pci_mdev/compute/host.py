@@ -143,9 +143,15 @@ class ComputeHost(object):
     :param mdevs: :class:`~.mdev.MdevManager` over the host's backend
     :param topology: the host's :class:`nova_pci_mdev.numa.HostTopology`
     :param vgpus: :class:`~.nvidia.vgpu_vfs.VgpuVfManager` (NVIDIA vGPU VFs)
+    :param partial_loads: whether claims and releases may load only the
+        device trees they touch (:meth:`session`); False loads every
+        device in every session (the reference the tests hold the partial
+        sessions to).
     """
 
-    def __init__(self, host, settings, store, mdevs, topology, vgpus=None):
+    def __init__(self, host, settings, store, mdevs, topology, vgpus=None,
+                 partial_loads=True):
+        self.partial_loads = partial_loads
         self.vgpus = vgpus or vgpu_vfs.VgpuVfManager()
         self.host = host
         self.settings = settings
@@ -171,7 +177,7 @@ class ComputeHost(object):
     # -- the unit of work --------------------------------------------------
 
     @contextlib.contextmanager
-    def session(self, change_host=True):
+    def session(self, change_host=True, narrow=None):
         """Load (the store's tables agree, :meth:`.store.rows.Transaction.
         load_state`), recreate, sync, yield a :class:`Session`, then save.
 
@@ -182,26 +188,77 @@ class ComputeHost(object):
         host does not list keeps its capacity (:meth:`.host.Host.discover`)
         and is never offered to anyone else. Then the tracker is synced
         with the host, when its input changed (:mod:`.synced`).
+
+        ``narrow``: the devices the operation can touch, so that only
+        their trees may be loaded (:meth:`_narrowed`).
         """
+        if not self.partial_loads:
+            narrow = None
         with self.store.transaction() as tx:
-            loaded, instances, busy = tx.load_state()
+            if narrow is None:
+                loaded, instances, busy = tx.load_state()
+            else:
+                instances, busy = tx.load_held()
+                loaded = busy
             held = [d for d in busy if d.dev_type == DevType.MDEV_VF]
-            recreated = mdev_mod.RecreateReport([], {})
-            if change_host:
-                recreated = self.vgpus.restore_held(
-                    loaded, self.mdevs.recreate_vanished(
-                        [claims.slot_of(d) for d in held
-                         if d.status == Status.ALLOCATED]))
+            recreated = self._recreate(change_host, loaded, held)
+            slots, moved = [claims.slot_of(d) for d in held], \
+                claims.moved_mdevs(held)
+            done = before = None
+            if narrow is not None:
+                done, loaded = self._narrowed(tx, narrow, busy, slots, moved)
+                if done is None:
+                    loaded, instances, busy = tx.load_state()
             tracker = manager.PciDevTracker(
                 self._whitelist, self.topology, loaded,
                 slot_factory=self._slots)
-            done = synced.bring_in_line(
-                tx, tracker, self.host, self.vgpus, self.settings,
-                [claims.slot_of(d) for d in held], claims.moved_mdevs(held))
+            if done is None:
+                done = synced.bring_in_line(
+                    tx, tracker, self.host, self.vgpus, self.settings,
+                    slots, moved)
+            else:
+                before = tracker.stats.counts()
             yield Session(tx, tracker, done.report, instances,
                           done.unlisted, recreated, done.problems,
                           done.vgpu_states)
-            synced.save(tx, tracker)
+            if before is None:
+                synced.save(tx, tracker)
+            else:
+                synced.save_part(tx, tracker, before)
+
+    def _recreate(self, change_host, loaded, held):
+        """Recreate vanished allocated mdevs and restore the vGPU types of
+        allocated VFs (among ``loaded``) when ``change_host``."""
+        if not change_host:
+            return mdev_mod.RecreateReport([], {})
+        return self.vgpus.restore_held(
+            loaded, self.mdevs.recreate_vanished(
+                [claims.slot_of(d) for d in held
+                 if d.status == Status.ALLOCATED]))
+
+    def _narrowed(self, tx, narrow, busy, slots, moved):
+        """``(sync Outcome, devices)`` of a narrowed session, or ``(None,
+        None)`` when it must load every device.
+
+        ``narrow(busy devices)`` -> ``(SQL conditions, addresses)``: the
+        devices an operation can touch (a claim: those its requests could
+        take; a release: the instance's). When the last sync still holds
+        (:func:`.synced.noted`) and the store records its pools, only the
+        device trees that hold them are loaded
+        (:meth:`.store.rows.Transaction.load_trees`), with every device in
+        use, and the recorded pools are adjusted by what changed in them
+        (:func:`.synced.save_part`): work in proportion to what the
+        operation touches, not to the host.
+        """
+        conditions, addresses = narrow(busy)
+        if conditions is None or tx.pools() is None:
+            return None, None
+        done = synced.noted(tx, busy, self.host, self.vgpus, self.settings,
+                            slots, moved)
+        if done is None:
+            return None, None
+        addresses = set(addresses) | {d.address for d in busy}
+        return done, tx.load_trees(conditions, sorted(addresses))
 
     # -- read-only views ---------------------------------------------------
 
@@ -299,15 +356,19 @@ class ComputeHost(object):
         :param dry_run: compute everything, create and save nothing.
         """
         instance_uuid = names.normalize_uuid(instance_uuid, 'instance UUID')
+        narrow = None
+        if not flavor.resource_groups:      # the alias path alone
+            conditions = _request_conditions(flavor.pci_requests)
+            narrow = lambda busy: (conditions, ())  # noqa: E731
         return self._unit(dry_run, lambda s: self.realise_devices(
             s, instance_uuid, flavor, self.choose_devices(
-                s, instance_uuid, flavor, allocations), dry_run))
+                s, instance_uuid, flavor, allocations), dry_run), narrow)
 
-    def _unit(self, dry_run, work):
+    def _unit(self, dry_run, work, narrow=None):
         """``work(session)`` in one session, rolled back if ``dry_run``."""
         result = None
         try:
-            with self.session(change_host=not dry_run) as s:
+            with self.session(change_host=not dry_run, narrow=narrow) as s:
                 result = work(s)
                 if dry_run:
                     raise _DryRun()
@@ -461,12 +522,43 @@ class ComputeHost(object):
         VFs lose their vGPU type first. An unknown instance frees nothing.
         """
         instance_uuid = names.normalize_uuid(instance_uuid, 'instance UUID')
-        with self.session() as s:
+        with self.session(narrow=lambda busy: ([], [
+                d.address for d in busy
+                if d.instance_uuid == instance_uuid])) as s:
             self.vgpus.clear_devices(s.tracker.devices_of(instance_uuid))
             freed = s.tracker.free_instance(instance_uuid)
             if instance_uuid in s.instances:
                 s.tx.delete_instance(instance_uuid)
             return freed
+
+
+#: The spec keys a claim's device trees are looked up by (lower case:
+#: compared ignoring case, as the pools compare them).
+_LOOKUP_KEYS = (('vendor_id', True), ('product_id', True),
+                ('mdev_type', False))
+
+
+def _request_conditions(requests):
+    """The SQL conditions of the devices ``requests`` could take: per
+    spec, the rows with its ``vendor_id``, ``product_id`` and
+    ``mdev_type`` (those it names; a pool of slots still to create has
+    its parent's). None when a spec names none of them: then any device
+    could serve it."""
+    conditions = []
+    for request in requests:
+        for spec in request.spec:
+            where, args = [], []
+            for key, any_case in _LOOKUP_KEYS:
+                value = spec.get(key)
+                if value is None:
+                    continue
+                where.append(('lower(%s) = ?' if any_case else '%s = ?')
+                             % key)
+                args.append(str(value).lower() if any_case else str(value))
+            if not where:
+                return None
+            conditions.append((' AND '.join(where), tuple(args)))
+    return conditions
 
 
 def _placement_held(instances):

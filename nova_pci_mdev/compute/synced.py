@@ -40,6 +40,7 @@ from nova_pci_mdev import exception
 from nova_pci_mdev.conf import host_checks
 from nova_pci_mdev.pci import device_table
 from nova_pci_mdev.pci import manager
+from nova_pci_mdev.pci import stats as pci_stats
 from nova_pci_mdev.virt.libvirt.nvidia import vf as nvidia_vf
 
 #: The version of what turns a sync's input into records and applies them
@@ -111,6 +112,21 @@ def still_applied(tx, host, vgpus, settings, held, moved=()):
     what the host has, and only a session's sync can tell."""
     return _noted(tx, host, vgpus, settings, held, moved,
                   host.discovery_input())[1]
+
+
+def noted(tx, tracker_devices, host, vgpus, settings, held, moved=()):
+    """What :func:`bring_in_line` returns when it skips the sync (the
+    note's :class:`Outcome`, ``report`` naming the devices in use that are
+    missing, of ``tracker_devices``), or None when it would sync. Asked
+    before a tracker is built, so that a session that will not sync may
+    load only the devices it touches (``tracker_devices`` then are those
+    in use: the only ones that can be missing)."""
+    done = still_applied(tx, host, vgpus, settings, held, moved)
+    if done is not None:
+        done.report = manager.SyncReport((), (), (), tuple(
+            dev.address for dev in tracker_devices
+            if device_table.is_missing(dev)))
+    return done
 
 
 def _noted(tx, host, vgpus, settings, held, moved, source):
@@ -190,6 +206,30 @@ def save(tx, tracker):
         dev.obj_reset_changes()
     if changed or deleted or tx.pools() is None:
         tx.put_pools(tracker.stats.to_pool_list())
+
+
+def save_part(tx, tracker, before):
+    """:func:`save` for a tracker that holds only part of the devices
+    table (whole trees, :meth:`.store.rows.Transaction.load_trees`): the
+    devices it changed, and the recorded pools adjusted by what its own
+    pools changed since they counted ``before``
+    (:meth:`.pci.stats.PciDeviceStats.counts`): every device whose place
+    in a pool can have changed is in those trees."""
+    changed, deleted = tracker.pop_changes()
+    changed = [d for d in changed if d.obj_what_changed()]
+    tx.save_devices(changed)
+    tx.delete_devices(deleted)
+    for dev in changed:
+        dev.obj_reset_changes()
+    after = tracker.stats.counts()
+    if after != before:
+        try:
+            tx.put_pools(pci_stats.adjusted(tx.pools(), before, after))
+        except ValueError:
+            # Not the pools of these devices: recorded pools are only
+            # ever a summary, so none are kept (the next session that
+            # loads every device records them again).
+            tx.forget_pools()
 
 
 def _problem_doc(problem):

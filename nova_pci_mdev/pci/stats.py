@@ -80,13 +80,7 @@ class PciDeviceStats(object):
     def from_pools(cls, pool_list, numa_topology=None):
         """Scheduler-side stats: pools with counts, without devices."""
         stats = cls(numa_topology)
-        for item in pool_list or ():
-            flat = dict(item if isinstance(item, dict) else item.to_dict())
-            count = int(flat.pop('count', 0) or 0)
-            key = pools.PoolKey.of(
-                flat.pop('vendor_id', None), flat.pop('product_id', None),
-                flat.pop('dev_type', None), flat.pop('mdev_type', None),
-                flat.pop('numa_node', None), flat)
+        for key, count in pool_counts(pool_list).items():
             stats.add_spare(key, count)
         return stats
 
@@ -238,6 +232,11 @@ class PciDeviceStats(object):
                     tags=all_tags, count=pool.count))
         return pci_device_pool.PciDevicePoolList(objects=out)
 
+    def counts(self):
+        """``{pool key: count}`` of every pool, as :func:`pool_counts`
+        reads them from :meth:`to_pool_list` (what a store records)."""
+        return pool_counts(self.to_pool_list(include_empty=True))
+
     # -- the API -----------------------------------------------------------
 
     def _view(self):
@@ -337,3 +336,37 @@ class PciDeviceStats(object):
                  for spec in request.spec]
         return explain_mod.shortfall_line(request, index, specs, numa,
                                           policy, short)
+
+
+def pool_counts(pool_list):
+    """``{pool key: count}`` of a pool list (PciDevicePool objects or
+    Nova's flat dicts); a key listed twice counts the sum."""
+    counts = {}
+    for item in pool_list or ():
+        flat = dict(item if isinstance(item, dict) else item.to_dict())
+        count = int(flat.pop('count', 0) or 0)
+        key = pools.PoolKey.of(
+            flat.pop('vendor_id', None), flat.pop('product_id', None),
+            flat.pop('dev_type', None), flat.pop('mdev_type', None),
+            flat.pop('numa_node', None), flat)
+        counts[key] = counts.get(key, 0) + count
+    return counts
+
+
+def adjusted(pool_list, before, after):
+    """``pool_list`` plus what changed from the counts ``before`` to
+    ``after`` (:meth:`PciDeviceStats.counts` of the same devices before
+    and after a claim or a release): the pools of the whole host when
+    ``pool_list`` was theirs and only these devices changed. A count
+    that would drop below zero means ``pool_list`` was not theirs:
+    ValueError."""
+    counts = pool_counts(pool_list)
+    for key in set(before) | set(after):
+        counts[key] = counts.get(key, 0) + after.get(key, 0) - before.get(
+            key, 0)
+        if counts[key] < 0:
+            raise ValueError('pool %s would count %d' % (key, counts[key]))
+    stats = PciDeviceStats()
+    for key, count in counts.items():
+        stats.add_spare(key, count)
+    return stats.to_pool_list()

@@ -125,6 +125,46 @@ class Transaction(object):
                         'stored device %s is invalid: %s' % (row[0], exc))
         return devices
 
+    def load_trees(self, conditions, addresses=()):
+        """The devices of every tree that holds a row of ``conditions``
+        (``[(SQL condition, args)]``) or of ``addresses``, as
+        :meth:`load_devices` makes them,
+        by address: each such row's ancestors (by ``parent_addr``) up to
+        its root, and everything below that root.
+
+        What a claim or a release of a few devices reads instead of the
+        whole table (:meth:`.compute.host.ComputeHost.session`): a free
+        device's status follows from its relatives, so whole trees are
+        read, never part of one. Cost: the tree rows found, plus one
+        indexless scan of the table per level and per
+        :data:`_CHUNK` addresses.
+        """
+        links = {}          # address -> parent_addr
+        with self.sql('find device trees') as conn:
+            for where, args in conditions:
+                links.update(conn.execute(
+                    'SELECT address, parent_addr FROM devices WHERE %s'
+                    % where, args))
+            links.update(_links(conn, 'address', addresses))
+            todo = {p for p in links.values() if p and p not in links}
+            while todo:                 # up to the roots
+                found = _links(conn, 'address', todo)
+                links.update(found)
+                todo = {p for p in found.values() if p and p not in links}
+            todo = set(links)
+            while todo:                 # down from every device found
+                found = {a: p for a, p in
+                         _links(conn, 'parent_addr', todo).items()
+                         if a not in links}
+                links.update(found)
+                todo = set(found)
+        devices = []
+        for chunk in _chunks(sorted(links)):
+            devices.extend(self.load_devices(
+                'address IN (%s)' % ', '.join('?' * len(chunk)), chunk))
+        devices.sort(key=lambda dev: dev.address)
+        return devices
+
     def device_rows(self):
         """Every stored device the tracker would hold (not removed or
         deleted) as a :class:`DeviceRow`, by address; a row whose
@@ -221,6 +261,11 @@ class Transaction(object):
         with self.sql('write the pools') as conn:
             conn.execute('INSERT OR REPLACE INTO store_info (key, value) '
                          'VALUES (?, ?)', (POOLS, text))
+
+    def forget_pools(self):
+        """Drop the recorded pools (:meth:`pools` then reads None)."""
+        with self.sql('forget the pools') as conn:
+            conn.execute('DELETE FROM store_info WHERE key = ?', (POOLS,))
 
     # -- both, and their agreement -------------------------------------------
 
@@ -343,3 +388,24 @@ def disagreements(lookup, instances, busy):
             uuid, address, 'which is not in the devices table' if dev is None
             else 'which is %s' % dev.status))
     return problems
+
+
+#: Addresses per ``IN (...)`` of :meth:`Transaction.load_trees` (well
+#: below SQLite's limit of bound parameters).
+_CHUNK = 500
+
+
+def _chunks(items):
+    items = list(items)
+    return [items[i:i + _CHUNK] for i in range(0, len(items), _CHUNK)]
+
+
+def _links(conn, column, addresses):
+    """``{address: parent_addr}`` of the rows whose ``column`` is one of
+    ``addresses``."""
+    found = {}
+    for chunk in _chunks(addresses):
+        found.update(conn.execute(
+            'SELECT address, parent_addr FROM devices WHERE %s IN (%s)'
+            % (column, ', '.join('?' * len(chunk))), chunk))
+    return found

@@ -39,3 +39,30 @@ class InstructionsReportTest(testtools.TestCase):
         self.assertIn('| first_sync | 100M | 1.0G | 175K | 1.00 | 500M | '
                       '+100% |', text)
         self.assertIn('resync_nochange / its floor at 10,000: 3.0x', text)
+
+
+class SameObjectsFirstSyncTest(testtools.TestCase):
+    """The sentence under the same-objects table says whether the first
+    sync's Nova target holds on the same objects, from the run's medians."""
+
+    class Medians(object):
+        def __init__(self, values):
+            self.values = values
+
+        def median(self, side, name, n):
+            return self.values.get((side, name, n))
+
+    def sentence(self, ours_same):
+        tracker = self.Medians({
+            ('ours', 'first_sync', 'same'): ours_same,
+            ('ours', 'first_sync', 10000): 0.2,
+            ('nova', 'first_sync', 10000): 14.0})
+        return ' '.join(report._same_first_sync(tracker, 10000))
+
+    def test_not_met(self):
+        text = self.sentence(0.4)
+        self.assertIn('35x faster than Nova', text)
+        self.assertIn('(70x), is **not met** on the same objects', text)
+
+    def test_met(self):
+        self.assertIn('is met on the same objects', self.sentence(0.25))
