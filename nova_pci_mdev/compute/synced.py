@@ -191,20 +191,26 @@ def bring_in_line(tx, tracker, host, vgpus, settings, held, moved=()):
     return Outcome(report, records, unlisted, problems, states, note)
 
 
-def save(tx, tracker):
-    """Write what a session changed in ``tracker``: only the devices whose
-    fields differ from their rows (a relative a claim touched without
-    setting anything is not written again), and the deleted ones; and the
-    pools they make (:meth:`.store.rows.Transaction.pools`, what views
-    read without building a tracker) when anything was written or none
-    are recorded."""
+def _write_devices(tx, tracker):
+    """Write the devices ``tracker`` changed (only those whose fields
+    differ from their rows: a relative a claim touched without setting
+    anything is not written again) and delete the ones it deleted; return
+    whether anything was written."""
     changed, deleted = tracker.pop_changes()
     changed = [d for d in changed if d.obj_what_changed()]
     tx.save_devices(changed)
     tx.delete_devices(deleted)
     for dev in changed:
         dev.obj_reset_changes()
-    if changed or deleted or tx.pools() is None:
+    return bool(changed or deleted)
+
+
+def save(tx, tracker):
+    """Write what a session changed in ``tracker`` (:func:`_write_devices`)
+    and the pools its devices make (:meth:`.store.rows.Transaction.pools`,
+    what views read without building a tracker) when anything was written
+    or none are recorded."""
+    if _write_devices(tx, tracker) or tx.pools() is None:
         tx.put_pools(tracker.stats.to_pool_list())
 
 
@@ -215,12 +221,7 @@ def save_part(tx, tracker, before):
     pools changed since they counted ``before``
     (:meth:`.pci.stats.PciDeviceStats.counts`): every device whose place
     in a pool can have changed is in those trees."""
-    changed, deleted = tracker.pop_changes()
-    changed = [d for d in changed if d.obj_what_changed()]
-    tx.save_devices(changed)
-    tx.delete_devices(deleted)
-    for dev in changed:
-        dev.obj_reset_changes()
+    _write_devices(tx, tracker)
     after = tracker.stats.counts()
     if after != before:
         try:
