@@ -25,6 +25,11 @@ GUEST_PACKAGES = (
     # qemu-img: Nova's libvirt driver (tools/realhost --series) converts
     # and layers the guests' disks with it
     'qemu-utils',
+    # tools/realhost --series: Nova's and Placement's databases (Nova's
+    # gate runs on MySQL; several services write at once, which SQLite in
+    # one process answered with "database is locked"). Not started at boot
+    # (guestfiles.REMOVED): the series phases start it.
+    'mariadb-server',
 )
 #: Modules the initramfs needs to mount the root disk (MODULES=list).
 INITRAMFS_MODULES = ('virtio_pci', 'virtio_blk', 'ext4')

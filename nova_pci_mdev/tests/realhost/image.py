@@ -44,6 +44,8 @@ NOVA_SDIST_SHA256 = (
 #: tools/check-patches pins it for Nova 34.0.0 and Placement 16)
 SERIES_REQUIREMENTS = ('openstack-placement==16.0.0', 'SQLAlchemy<2.1',
                        'libvirt-python',
+                       # Nova's and Placement's databases are MariaDB's
+                       'PyMySQL',
                        # redis needs it on the VM's Python 3.11.2 (the
                        # host's newer Python does not pull it in)
                        'async-timeout>=4.0.3')

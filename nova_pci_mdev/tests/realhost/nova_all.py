@@ -6,12 +6,12 @@
 (Nova 34.0.0's default for nova-compute):
 
 * Placement (openstack-placement, its WSGI application on
-  ``127.0.0.1:8778``, SQLite database, ``noauth2``);
+  ``127.0.0.1:8778``, ``noauth2``);
 * nova-api (the ``osapi_compute`` WSGI application on ``127.0.0.1:8774``,
   ``noauth2``), nova-conductor, nova-scheduler and nova-compute with the
   libvirt driver on ``qemu:///system``, each a ``nova.service.Service`` as
-  their console scripts create them; the API and cell databases are SQLite
-  files;
+  their console scripts create them; their databases and Placement's are on
+  the VM's MariaDB server (see series_guest);
 * stand-ins for the services no step tests: an image service (one raw
   image, Glance's v2 API as Nova reads it), a network service that has no
   ports (every server is created with ``networks: none``) and, in the API
@@ -202,23 +202,6 @@ def serve_stand_in(kind, port):
 
 # -- Nova and Placement ----------------------------------------------------
 
-def sqlite_waits(timeout_ms=120000):
-    """Every SQLite connection of this process waits for a lock instead of
-    failing at once with "database is locked": the services share the
-    database files from many threads, and under TCG a writer holds its
-    lock longer than sqlite3's default 5 s."""
-    import sqlalchemy
-    from sqlalchemy import engine
-
-    def _on_connect(dbapi_connection, record):
-        if type(dbapi_connection).__module__.startswith('sqlite3'):
-            cursor = dbapi_connection.cursor()
-            cursor.execute('PRAGMA busy_timeout = %d' % timeout_ms)
-            cursor.close()
-
-    sqlalchemy.event.listen(engine.Engine, 'connect', _on_connect)
-
-
 def start_placement(config_dir):
     os.environ['OS_PLACEMENT_CONFIG_DIR'] = config_dir
     from placement import wsgi as placement_wsgi
@@ -285,7 +268,6 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, lambda *a: done.set())
     signal.signal(signal.SIGINT, lambda *a: done.set())
     try:
-        sqlite_waits()
         serve_stand_in('image', PORTS['image'])
         serve_stand_in('network', PORTS['network'])
         start_placement(args.placement_config_dir)

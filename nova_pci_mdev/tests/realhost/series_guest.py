@@ -9,7 +9,10 @@ Nova runs as :mod:`.nova_all` (one process, real services); each check
 drives Nova's REST API and asserts on what the host got: the guest's
 domain XML (``virsh dumpxml``), the kernel's mdevs (``/sys/bus/mdev``),
 libvirt's node devices (``virsh nodedev-info``), Nova's database (its
-``pci_devices`` table, read with sqlite3) and Placement's providers.
+``pci_devices`` table, read with PyMySQL) and Placement's providers.
+Nova's and Placement's databases are on the VM's MariaDB server (started
+by each phase: it does not start at boot), set up with ``nova-manage`` as a
+deployment does.
 
 First boot: nova-compute starts with mtty's mdevs handed out through the
 alias; a server with ``mtty:1``, one with ``mtty:2``; a third that does not
@@ -26,7 +29,6 @@ import contextlib
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import time
@@ -49,7 +51,18 @@ NOVA_CONF = '/etc/nova/nova.conf'
 API_PASTE = '/etc/nova/api-paste.ini'
 PLACEMENT_DIR = '/etc/placement'
 STATE = '/var/lib/realhost/series.json'
-NOVA_DB = '/var/lib/nova/nova.sqlite'
+#: MariaDB in the VM: one user for Nova and Placement, their databases
+DB_USER = 'nova'
+DB_PASSWORD = 'realhost'
+DATABASES = ('nova_api', 'nova', 'nova_cell0', 'placement')
+NOVA_DB = 'nova'
+
+
+def db_url(name):
+    return 'mysql+pymysql://%s:%s@127.0.0.1/%s?charset=utf8' % (
+        DB_USER, DB_PASSWORD, name)
+
+
 API = 'http://127.0.0.1:8774/v2.1'
 PLACEMENT = 'http://127.0.0.1:8778'
 LOG = '/var/log/nova/nova-all.log'
@@ -73,10 +86,10 @@ auth_strategy = noauth2
 api_paste_config = %(paste)s
 
 [api_database]
-connection = sqlite:////var/lib/nova/nova_api.sqlite
+connection = %(api_db)s
 
 [database]
-connection = sqlite:///%(db)s
+connection = %(db)s
 
 [oslo_concurrency]
 lock_path = /var/lib/nova/tmp
@@ -147,7 +160,7 @@ debug = false
 auth_strategy = noauth2
 
 [placement_database]
-connection = sqlite:////var/lib/placement/placement.sqlite
+connection = %(db)s
 sync_on_startup = true
 '''
 
@@ -155,7 +168,8 @@ sync_on_startup = true
 def write_config(check, pci, paste_dist='/etc/nova/api-paste.ini.dist'):
     from nova_pci_mdev.tests.realhost import nova_all
     text = _NOVA_CONF % {
-        'log': LOG, 'paste': API_PASTE, 'db': NOVA_DB, 'uri': URI,
+        'log': LOG, 'paste': API_PASTE, 'db': db_url(NOVA_DB),
+        'api_db': db_url('nova_api'), 'uri': URI,
         'type': MDEV_TYPE, 'parent': PARENT, 'pci': pci,
         'placement': PLACEMENT}
     for path in ('/var/lib/nova/instances', '/var/lib/nova/tmp',
@@ -169,7 +183,8 @@ def write_config(check, pci, paste_dist='/etc/nova/api-paste.ini.dist'):
     with open(API_PASTE, 'w') as handle:
         handle.write(paste)
     with open(os.path.join(PLACEMENT_DIR, 'placement.conf'), 'w') as handle:
-        handle.write(_PLACEMENT_CONF % {'log': LOG})
+        handle.write(_PLACEMENT_CONF % {'log': LOG,
+                                        'db': db_url('placement')})
     check.observe('[pci] of %s' % NOVA_CONF, pci)
 
 
@@ -397,15 +412,20 @@ def db_devices(check, where='', args=()):
              'instance_uuid, numa_node, vendor_id, product_id FROM '
              'pci_devices WHERE deleted = 0 %s ORDER BY dev_type, address'
              % where)
-    con = sqlite3.connect('file:%s?mode=ro' % NOVA_DB, uri=True, timeout=30)
+    import pymysql
+    con = pymysql.connect(host='127.0.0.1', user=DB_USER,
+                          password=DB_PASSWORD, database=NOVA_DB,
+                          connect_timeout=60)
     try:
-        rows = [dict(zip(('address', 'parent_addr', 'dev_type', 'mdev_type',
-                          'status', 'instance_uuid', 'numa_node',
-                          'vendor_id', 'product_id'), row))
-                for row in con.execute(query, args)]
+        with con.cursor() as cursor:
+            cursor.execute(query, args)
+            rows = [dict(zip(('address', 'parent_addr', 'dev_type',
+                              'mdev_type', 'status', 'instance_uuid',
+                              'numa_node', 'vendor_id', 'product_id'), row))
+                    for row in cursor.fetchall()]
     finally:
         con.close()
-    check.observe('sqlite3 %s: %s %s' % (NOVA_DB, query, list(args)),
+    check.observe('MariaDB %s: %s %s' % (NOVA_DB, query, list(args)),
                   json.dumps(rows, indent=1))
     return rows
 
@@ -421,7 +441,7 @@ def assert_server_mdevs(check, api, server_id, count):
     Returns their UUIDs."""
     server = api.server(server_id, observe=True)
     name = server['OS-EXT-SRV-ATTR:instance_name']
-    rows = db_devices(check, 'AND instance_uuid = ?', (server_id,))
+    rows = db_devices(check, 'AND instance_uuid = %s', (server_id,))
     claimed = sorted(row['address'] for row in rows)
     check.expect(len(rows) == count, 'Nova\'s DB has %d devices for %s, '
                  'expected %d' % (len(rows), server_id, count))
@@ -468,6 +488,28 @@ def save_state(data):
     os.replace(STATE + '.tmp', STATE)
 
 
+def start_database(check, create=False):
+    """Start the VM's MariaDB (it does not start at boot); with
+    ``create``, its databases and the user Nova and Placement connect as."""
+    if not os.path.isdir('/var/lib/mysql/mysql'):
+        check.run(['mariadb-install-db', '--user=mysql',
+                   '--skip-test-db'], timeout=600, expect=0)
+    check.run(['systemctl', 'start', 'mariadb'], timeout=900, expect=0)
+    if not create:
+        return
+    sql = []
+    for name in DATABASES:
+        sql.append('CREATE DATABASE IF NOT EXISTS %s CHARACTER SET utf8'
+                   % name)
+    for host in ('localhost', '127.0.0.1'):
+        sql.append("CREATE USER IF NOT EXISTS '%s'@'%s' IDENTIFIED BY '%s'"
+                   % (DB_USER, host, DB_PASSWORD))
+        for name in DATABASES:
+            sql.append("GRANT ALL PRIVILEGES ON %s.* TO '%s'@'%s'"
+                       % (name, DB_USER, host))
+    check.run(['mariadb', '-e', '; '.join(sql)], timeout=300, expect=0)
+
+
 def wait_for_libvirt(check):
     check.run(['udevadm', 'settle', '--timeout=120'], timeout=180)
     end = time.monotonic() + 180
@@ -508,25 +550,17 @@ def first_boot(rec, nova):
     with rec.check('series-start', 'the patched nova-compute starts with '
                    'mtty opted in to the PCI tracker', required=True) as c:
         wait_for_libvirt(c)
+        start_database(c, create=True)
         write_config(c, PCI_PATH)
         for cmd in (['api_db', 'sync'],
                     ['cell_v2', 'map_cell0', '--database_connection',
-                     'sqlite:////var/lib/nova/nova_cell0.sqlite'],
+                     db_url('nova_cell0')],
                     ['cell_v2', 'create_cell', '--name', 'cell1',
                      '--transport-url', 'none://cell1/'],
                     ['db', 'sync']):
             c.run([os.path.join(os.path.dirname(sys.executable),
                                 'nova-manage'), '--config-file', NOVA_CONF]
                   + cmd, timeout=1200, expect=0)
-        # Nova's databases in WAL mode: readers do not wait for a writer
-        for path in (NOVA_DB, '/var/lib/nova/nova_api.sqlite',
-                     '/var/lib/nova/nova_cell0.sqlite'):
-            con = sqlite3.connect(path, timeout=120)
-            try:
-                c.observe('PRAGMA journal_mode=WAL on %s' % path, con.execute(
-                    'PRAGMA journal_mode=WAL').fetchone()[0])
-            finally:
-                con.close()
         c.expect(nova.start(c), 'nova-all did not start: %s'
                  % nova.output[-1500:])
 
@@ -586,7 +620,7 @@ def first_boot(rec, nova):
         c.expect(sorted(sysfs_mdevs()) == before, 'the mdevs changed')
         c.expect(virsh(c, 'list', '--all', '--name').stdout.split()
                  == domains, 'the domains changed')
-        c.expect(db_devices(c, 'AND instance_uuid = ?', (server_id,)) == [],
+        c.expect(db_devices(c, 'AND instance_uuid = %s', (server_id,)) == [],
                  'the tracker claimed devices for it')
         api.delete(server_id)
 
@@ -597,7 +631,7 @@ def first_boot(rec, nova):
         freed = state['a_mdevs'][0]
         c.expect(freed in sysfs_mdevs(), 'mdev %s of the deleted server '
                  'is gone from sysfs' % freed)
-        rows = db_devices(c, 'AND address = ?', (freed,))
+        rows = db_devices(c, 'AND address = %s', (freed,))
         c.expect([r['status'] for r in rows] == ['available'],
                  'its slot is %s' % rows)
         state['d'] = api.boot('d', state['flavor1'])
@@ -622,6 +656,7 @@ def after_reboot(rec, nova):
         c.expect(state.get('b') and state.get('d'), 'no hand-over from the '
                  'first boot: %s' % state)
         wait_for_libvirt(c)
+        start_database(c)
         before = sysfs_mdevs()
         c.observe('mdevs in sysfs before nova-compute starts',
                   json.dumps(before))

@@ -140,6 +140,15 @@ class TestImageKeys(testtools.TestCase):
         self.assertIn('realhost\\.phase=', guestfiles.RUNNER)
         self.assertIn('mtty', guestfiles.MODULES)
 
+    def test_libvirt_guests_does_not_wait_for_os_less_guests(self):
+        conf = dict(line.split('=', 1) for line in
+                    guestfiles.LIBVIRT_GUESTS.splitlines()
+                    if '=' in line and not line.startswith('#'))
+        self.assertEqual('ignore', conf['ON_BOOT'])
+        self.assertEqual('shutdown', conf['ON_SHUTDOWN'])
+        self.assertLessEqual(int(conf['SHUTDOWN_TIMEOUT']), 30)
+        self.assertIn('/etc/default/libvirt-guests', guestfiles.files())
+
     def test_safe_rmtree_refuses_a_tree_with_a_mount_inside(self):
         # /proc is a mount point on every Linux host, in a chroot too
         # (where / itself need not be one)
@@ -398,6 +407,15 @@ class TestSeriesPieces(testtools.TestCase):
                       series_guest.PCI_PATH)
         self.assertNotIn('device_spec', series_guest.PLACEMENT_PATH)
         self.assertIn('alias', series_guest.PLACEMENT_PATH)
+
+    def test_series_databases_are_mariadb(self):
+        self.assertEqual(
+            'mysql+pymysql://nova:realhost@127.0.0.1/nova_cell0?charset=utf8',
+            series_guest.db_url('nova_cell0'))
+        self.assertIn('mariadb-server', debian.GUEST_PACKAGES)
+        self.assertIn('PyMySQL', image.SERIES_REQUIREMENTS)
+        self.assertNotIn('sqlite', series_guest._NOVA_CONF)
+        self.assertNotIn('sqlite', series_guest._PLACEMENT_CONF)
 
 
 def image_repo():
