@@ -20,7 +20,8 @@ Opt-in: set ``NOVA_SERIES_TREE`` to such a Nova tree (with
 ``nova/virt/libvirt/vgpu_vf.py``) and, unless it is
 ``~/.cache/nova-pci-mdev/check-patches/venv/bin/python``,
 ``NOVA_SERIES_PYTHON`` to its virtualenv's Python. Skipped otherwise (each
-series run takes about a minute).
+series run takes about a minute). ``tools/check-patches`` runs it on its
+final state, with both set to its tree and virtualenv, and fails on a skip.
 """
 
 import io

@@ -181,6 +181,81 @@ class SpawnSmokeTest(testtools.TestCase):
             self.assertEqual('# Nova has a test of that name\n', f.read())
 
 
+AGREES = r'''
+import os
+import unittest
+
+
+class Agreement(unittest.TestCase):
+    def test_sees_the_tree_and_nova_python(self):
+        self.assertEqual(os.environ['EXPECTED_TREE'],
+                         os.environ['NOVA_SERIES_TREE'])
+        self.assertEqual('/nova/venv/bin/python',
+                         os.environ['NOVA_SERIES_PYTHON'])
+'''
+SKIPS = r'''
+import unittest
+
+
+class Agreement(unittest.TestCase):
+    @unittest.skip('NOVA_SERIES_TREE not usable')
+    def test_skipped(self):
+        pass
+'''
+
+
+class SeriesAgreementTest(testtools.TestCase):
+    """The final state runs the library/series agreement test: a stand-in
+    module, run by the real runner in a child Python, with the tree and
+    Nova's Python in its environment.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.tool = load_tool()
+        self.output = self.useFixture(output.CapturedStreams())
+        self.repo = self.useFixture(fixtures.TempDir()).path
+        self.tree = self.useFixture(fixtures.TempDir()).path
+        self.log = os.path.join(self.tree, 'agreement.log')
+        self.useFixture(fixtures.EnvironmentVariable(
+            'EXPECTED_TREE', self.tree))
+
+    def run_module(self, source, python=sys.executable):
+        with open(os.path.join(self.repo, 'stand_in.py'), 'w') as f:
+            f.write(source)
+        return self.tool.series_agreement(
+            '/nova/venv/bin/python', self.tree, self.log, 'step',
+            python=python, repo=self.repo, test='stand_in')
+
+    def test_passes_with_the_tree_and_nova_python_set(self):
+        ok, summary = self.run_module(AGREES)
+        self.assertTrue(ok, summary)
+        self.assertIn('ok   1 passed, 0 failed', summary)
+        self.assertEqual({'passed': 1, 'failed': 0}, self.tool.TOTALS)
+
+    def test_a_skip_fails(self):
+        ok, summary = self.run_module(SKIPS)
+        self.assertFalse(ok)
+        self.assertIn(
+            'FAIL 0 passed, 0 failed, 1 skipped (counted as failed)',
+            summary)
+        self.assertEqual({'passed': 0, 'failed': 1}, self.tool.TOTALS)
+
+    def test_not_run_without_a_python_of_the_project(self):
+        ok, summary = self.run_module(AGREES, python=None)
+        self.assertTrue(ok)
+        self.assertIn('not run: no Python here imports nova_pci_mdev',
+                      summary)
+        self.assertEqual({'passed': 0, 'failed': 0}, self.tool.TOTALS)
+
+    def test_applies_once_the_series_has_vgpu_vfs(self):
+        self.assertFalse(self.tool.agreement_applies(self.tree))
+        path = os.path.join(self.tree, self.tool.AGREEMENT_APPLIES)
+        os.makedirs(os.path.dirname(path))
+        open(path, 'w').close()
+        self.assertTrue(self.tool.agreement_applies(self.tree))
+
+
 class PrefixRangeTest(testtools.TestCase):
     """--prefixes: which prefixes a run checks, and the errors for a typo."""
 
