@@ -110,20 +110,32 @@ class Env:
 
     @staticmethod
     def load():
-        try:
-            with open(STATE) as handle:
-                return json.load(handle)
-        except FileNotFoundError:
-            return {}
+        return read_handover(STATE)
 
     @staticmethod
     def save(data):
-        os.makedirs(os.path.dirname(STATE), exist_ok=True)
-        with open(STATE + '.tmp', 'w') as handle:
-            json.dump(data, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(STATE + '.tmp', STATE)
+        write_handover(STATE, data)
+
+
+def read_handover(path):
+    """What an earlier phase (before the VM's reboot) left in ``path``:
+    a JSON object, ``{}`` when it left nothing."""
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return {}
+
+
+def write_handover(path, data):
+    """Write ``data`` to ``path`` as JSON, durably and atomically (a power
+    off between two phases leaves the old file or the new one)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + '.tmp', 'w') as handle:
+        json.dump(data, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(path + '.tmp', path)
 
 
 def wait_for(predicate, timeout, step=0.5):

@@ -473,19 +473,11 @@ def assert_server_mdevs(check, api, server_id, count):
 
 
 def load_state():
-    try:
-        with open(STATE) as handle:
-            return json.load(handle)
-    except FileNotFoundError:
-        return {}
+    return guest.read_handover(STATE)
 
 
 def save_state(data):
-    with open(STATE + '.tmp', 'w') as handle:
-        json.dump(data, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(STATE + '.tmp', STATE)
+    guest.write_handover(STATE, data)
 
 
 def start_database(check, create=False):
