@@ -202,8 +202,8 @@ class ComputeHost(object):
                 loaded = busy
             held = [d for d in busy if d.dev_type == DevType.MDEV_VF]
             recreated = self._recreate(change_host, loaded, held)
-            slots, moved = [claims.slot_of(d) for d in held], \
-                claims.moved_mdevs(held)
+            slots = [claims.slot_of(d) for d in held]
+            moved = claims.moved_mdevs(held)
             done = before = None
             if narrow is not None:
                 done, loaded = self._narrowed(tx, narrow, busy, slots, moved)
